@@ -1,0 +1,47 @@
+# The two commands of the README: `make dev` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: dev test lint typecheck unit bench generate clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+# Debian's kcat is one of the real clients the tests drive; install it when
+# we are allowed to (root) and it is missing.
+kcat:
+	@command -v kcat >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get install -y -qq kcat >/dev/null 2>&1 || \
+	     (apt-get update -qq >/dev/null && apt-get install -y -qq kcat >/dev/null)) || \
+	     echo "warning: could not install kcat; its tests will be skipped"; \
+	  else echo "note: kcat missing and not root; its tests will be skipped"; fi; }
+
+dev: $(STAMP)
+	$(BIN)/odradek dev $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests tools bench
+	$(BIN)/ruff format --check src tests tools bench
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: $(STAMP)
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+test: $(STAMP) kcat lint typecheck unit
+
+generate: $(STAMP)
+	$(BIN)/python tools/generate_messages.py --schemas ../shared/kafka-schemas --out src/odradek/protocol
+
+bench: $(STAMP)
+	@for b in bench/bench_*.py; do echo "== $$b"; $(BIN)/python $$b; done
+
+clean:
+	rm -rf $(VENV) .mypy_cache .pytest_cache .ruff_cache

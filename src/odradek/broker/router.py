@@ -1,0 +1,109 @@
+"""The request router: one whole request frame in, one reply out, never an exception.
+
+It owns the list of APIs this node implements (and so what ApiVersions advertises)
+and the rules for requests it cannot serve:
+
+* an ApiVersions version above ours gets UNSUPPORTED_VERSION with our ranges, in the
+  v0 layout every client can read, so the client retries with a version we know;
+* an unknown API key, an unsupported version of another API, or a malformed frame
+  closes the connection, with one log line naming the client, the API and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.core.errors import RemoteProtocolError
+from odradek.protocol.api import (
+    REQUESTS,
+    RequestHeader,
+    ResponseHeader,
+    decode_request,
+    decode_request_header,
+    write_response,
+)
+from odradek.protocol.error_codes import ErrorCode
+from odradek.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from odradek.protocol.messages.api_versions_response import ApiVersion
+from odradek.protocol.primitives import Reader, Records, Writer
+
+API_VERSIONS = ApiVersionsRequest.API_KEY
+
+Handler = Callable[[RequestHeader, Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Respond:
+    """Send these buffers (a whole response payload, without the size prefix)."""
+
+    correlation_id: int
+    chunks: list[Records]
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Close the connection; ``reason`` is the one log line."""
+
+    reason: str
+
+
+Reply = Respond | Close
+
+
+class Router:
+    """Dispatches requests to handlers registered with their supported version range."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[int, tuple[int, int, Handler]] = {}
+        self.register(API_VERSIONS, (0, 4), self._api_versions)
+
+    def register(self, api_key: int, versions: tuple[int, int], handler: Handler) -> None:
+        lo, hi = versions
+        schema_lo, schema_hi = REQUESTS[api_key].VALID_VERSIONS
+        if not schema_lo <= lo <= hi <= schema_hi:
+            raise ValueError(f"API {api_key}: versions {versions} outside the schema's range")
+        self._handlers[api_key] = (lo, hi, handler)
+
+    def supported(self) -> list[ApiVersion]:
+        """What ApiVersions advertises: exactly the registered APIs and versions."""
+        return [
+            ApiVersion(api_key=key, min_version=lo, max_version=hi)
+            for key, (lo, hi, _) in sorted(self._handlers.items())
+        ]
+
+    def handle(self, payload: bytes | memoryview, peer: str = "?") -> Reply:
+        try:
+            header = decode_request_header(Reader(payload))
+        except RemoteProtocolError as e:
+            return Close(f"client {peer}: malformed request header: {e}")
+        key, version = header.request_api_key, header.request_api_version
+        who = f"client {peer} ({header.client_id!r})"
+        entry = self._handlers.get(key)
+        if entry is None:
+            return Close(f"{who}: unknown or unsupported API key {key} v{version}")
+        lo, hi, handler = entry
+        if not lo <= version <= hi:
+            if key == API_VERSIONS and version > hi:
+                return self._unsupported_api_versions(header)
+            return Close(f"{who}: API {REQUESTS[key].NAME} v{version} not in {lo}-{hi}")
+        try:
+            _, body = decode_request(payload)
+        except RemoteProtocolError as e:
+            return Close(f"{who}: malformed {REQUESTS[key].NAME} v{version}: {e}")
+        response = handler(header, body)
+        w = Writer()
+        write_response(w, ResponseHeader(correlation_id=header.correlation_id), response, version)
+        return Respond(header.correlation_id, w.chunks())
+
+    def _api_versions(self, header: RequestHeader, body: ApiVersionsRequest) -> Any:
+        return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=self.supported())
+
+    def _unsupported_api_versions(self, header: RequestHeader) -> Reply:
+        body = ApiVersionsResponse(
+            error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=self.supported()
+        )
+        w = Writer()
+        write_response(w, ResponseHeader(correlation_id=header.correlation_id), body, 0)
+        return Respond(header.correlation_id, w.chunks())

@@ -1,0 +1,1 @@
+"""Entry points: the ``odradek`` command, config files, human output."""

@@ -1,0 +1,1 @@
+"""The Kafka wire protocol: primitives, generated messages, record batches, framing."""

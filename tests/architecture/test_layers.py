@@ -1,0 +1,112 @@
+"""The one direction of imports (docs/architecture.md), checked over every module in src/.
+
+core <- protocol <- {storage, raft, replication, controller, coordinator} <- broker
+<- shell <- cli. Modules of one level do not import each other; ``testing`` may import
+everything below ``shell``. Only ``shell`` (and ``cli``, which starts it) may touch
+asyncio, sockets or signals: every other layer is pure and can run in the simulator.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "odradek"
+
+RANK = {
+    "core": 0,
+    "protocol": 1,
+    "storage": 2,
+    "raft": 2,
+    "replication": 2,
+    "controller": 2,
+    "coordinator": 2,
+    "broker": 3,
+    "testing": 3.5,
+    "shell": 4,
+    "cli": 5,
+}
+IO_MODULES = {"asyncio", "socket", "selectors", "signal", "ssl"}
+IO_LAYERS = {"shell", "cli"}
+
+
+def layer_of(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "odradek" or len(parts) < 2:
+        return None
+    return parts[1]
+
+
+def imports_of(source: str, module: str) -> list[str]:
+    """Absolute names of everything a module imports (relative imports resolved)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")[: -node.level]
+                names.append(".".join([*base, node.module] if node.module else base))
+            elif node.module:
+                names.append(node.module)
+    return names
+
+
+def violations(module: str, source: str) -> list[str]:
+    own = layer_of(module)
+    found: list[str] = []
+    if own is None or own not in RANK:
+        # Files directly in the package (``odradek/__init__.py``) import nothing internal.
+        if own is not None and not module.endswith(("__init__", "__main__")):
+            found.append(f"{module}: layer {own!r} is not in the table; add it to RANK")
+        return found
+    for name in imports_of(source, module):
+        target = layer_of(name)
+        top = name.split(".")[0]
+        if top in IO_MODULES and own not in IO_LAYERS:
+            found.append(f"{module} imports {name}: I/O belongs to the shell")
+        if target is None or target == own:
+            continue
+        if target not in RANK:
+            found.append(f"{module} imports unknown layer {name}")
+        elif RANK[target] >= RANK[own]:
+            found.append(f"{module} ({own}) imports {name} ({target}) against the direction")
+    return found
+
+
+def all_modules() -> list[tuple[str, Path]]:
+    out = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC.parent).with_suffix("")
+        out.append((".".join(rel.parts), path))
+    return out
+
+
+def test_every_module_imports_only_downwards() -> None:
+    problems: list[str] = []
+    for module, path in all_modules():
+        problems += violations(module, path.read_text())
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "expected"),
+    [
+        ("odradek.protocol.x", "from odradek.storage import log", "against the direction"),
+        ("odradek.raft.core", "import odradek.controller.image", "against the direction"),
+        ("odradek.storage.log", "import asyncio", "I/O belongs to the shell"),
+        ("odradek.core.ids", "from ..protocol import api", "against the direction"),
+        ("odradek.newlayer.x", "", "not in the table"),
+    ],
+)
+def test_the_checker_catches_violations(module: str, source: str, expected: str) -> None:
+    found = violations(module, source)
+    assert found and expected in found[0]
+
+
+def test_the_checker_allows_the_direction() -> None:
+    assert violations("odradek.broker.produce", "from odradek.storage import log") == []
+    assert violations("odradek.shell.server", "import asyncio") == []
+    assert violations("odradek.protocol.api", "from . import primitives") == []
