@@ -98,9 +98,7 @@ class OffsetOutOfRangeError(StorageError):
     """An offset below the log start offset or above the log end offset."""
 
     def __init__(self, offset: int, log_start_offset: int, log_end_offset: int) -> None:
-        super().__init__(
-            f"offset {offset} is outside [{log_start_offset}, {log_end_offset}]"
-        )
+        super().__init__(f"offset {offset} is outside [{log_start_offset}, {log_end_offset}]")
         self.offset = offset
         self.log_start_offset = log_start_offset
         self.log_end_offset = log_end_offset
