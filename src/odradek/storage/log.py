@@ -1,0 +1,632 @@
+"""A partition's log: ordered segments, offsets, durability, retention and truncation.
+
+This is the one storage engine for every partition and for the metadata log. It owns:
+
+* offsets: the log start offset, the log end offset (the next offset to assign) and
+  the recovery point (everything below it is fsynced);
+* appends as leader (offsets and leader epoch patched into the batches in place) and
+  as follower (offsets kept, checked to continue the log);
+* reads as file ranges on batch boundaries, for ``sendfile``;
+* the leader-epoch cache and its checkpoint;
+* retention, DeleteRecords, truncation (into quarantine, never plain deletion) and
+  start-up recovery.
+
+It never decodes a record on these paths. It takes the current time as an argument and
+reaches files only through :class:`~odradek.storage.fs.FileSystem`. Any ``OSError``
+takes the log offline on this node (:class:`~odradek.core.errors.LogOfflineError`):
+in-memory state is left as it was before the failed call, and recovery on the next
+start cuts whatever half-written tail the failure left.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ParamSpec, TypeVar
+
+from odradek.core.errors import CorruptLogError, LogOfflineError, OffsetOutOfRangeError
+from odradek.core.invariant import invariant
+from odradek.protocol.record_batch import (
+    BatchHeader,
+    set_base_offset,
+    set_partition_leader_epoch,
+    validate_batches,
+)
+from odradek.storage import quarantine
+from odradek.storage.checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    PARTITION_METADATA,
+    read_leader_epoch_checkpoint,
+    read_partition_metadata,
+    write_leader_epoch_checkpoint,
+    write_partition_metadata,
+)
+from odradek.storage.fs import FileSystem, basename, dirname, join
+from odradek.storage.index import OFFSET_ENTRY, TIME_ENTRY
+from odradek.storage.leader_epoch import LeaderEpochCache
+from odradek.storage.segment import FileRange, LogSegment
+
+log = logging.getLogger("odradek.storage")
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+MAX_RELATIVE_OFFSET = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """Per-log settings, named after Kafka's topic configs (``segment.bytes`` ...)."""
+
+    segment_bytes: int = 1_073_741_824
+    segment_ms: int = 604_800_000
+    segment_index_bytes: int = 10_485_760
+    index_interval_bytes: int = 4096
+    retention_ms: int = 604_800_000
+    retention_bytes: int = -1
+    flush_messages: int = 2**63 - 1
+    flush_ms: int = 2**63 - 1
+    quarantine_max_bytes: int = 1_073_741_824
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    batch_count: int
+    record_count: int
+    size_bytes: int
+
+
+def partition_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_partition_dir_name(name: str) -> tuple[str, int] | None:
+    topic, sep, number = name.rpartition("-")
+    if not sep or not topic or not number.isdigit():
+        return None
+    return topic, int(number)
+
+
+def _guarded(method: Callable[P, R]) -> Callable[P, R]:
+    """Refuse calls on an offline log and take it offline on any OSError."""
+
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        self = args[0]
+        assert isinstance(self, PartitionLog)
+        if self.offline is not None:
+            raise LogOfflineError(self.directory, self.offline)
+        try:
+            return method(*args, **kwargs)
+        except OSError as e:
+            self.offline = f"{method.__name__} failed: {e}"
+            log.error("partition %s is offline: %s", self.directory, self.offline)
+            raise LogOfflineError(self.directory, self.offline) from e
+
+    wrapper.__name__ = method.__name__
+    wrapper.__doc__ = method.__doc__
+    return wrapper
+
+
+class PartitionLog:
+    def __init__(
+        self,
+        fs: FileSystem,
+        directory: str,
+        config: LogConfig,
+        segments: list[LogSegment],
+        log_start_offset: int,
+        epochs: LeaderEpochCache,
+        topic_id: uuid.UUID | None,
+    ) -> None:
+        self.fs = fs
+        self.directory = directory
+        self.config = config
+        self.segments = segments
+        self._bases = [s.base_offset for s in segments]
+        self.log_start_offset = log_start_offset
+        self.epochs = epochs
+        self.topic_id = topic_id
+        self.recovery_point = self.log_end_offset
+        self.offline: str | None = None
+        self.quarantine_alarm: str | None = None
+        self.unflushed_messages = 0
+        self.last_flush_ms = 0
+        self._dir_dirty = False
+        name = parse_partition_dir_name(basename(directory))
+        self.topic, self.partition = name if name else (basename(directory), 0)
+
+    # --- Creating and opening -------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        fs: FileSystem,
+        directory: str,
+        config: LogConfig,
+        now_ms: int,
+        topic_id: uuid.UUID | None = None,
+        start_offset: int = 0,
+    ) -> PartitionLog:
+        fs.makedirs(directory)
+        if topic_id is not None:
+            write_partition_metadata(fs, join(directory, PARTITION_METADATA), topic_id)
+        segment = LogSegment.create(fs, directory, start_offset, now_ms)
+        segment.flush()
+        fs.fsync_dir(directory)
+        fs.fsync_dir(dirname(directory))
+        result = cls(fs, directory, config, [segment], start_offset, LeaderEpochCache(), topic_id)
+        result.last_flush_ms = now_ms
+        return result
+
+    @classmethod
+    def open(
+        cls,
+        fs: FileSystem,
+        directory: str,
+        config: LogConfig,
+        now_ms: int,
+        recovery_point: int = 0,
+        log_start_offset: int = 0,
+    ) -> PartitionLog:
+        """Open and recover a log: every batch is validated before anything is served.
+
+        Past the recovery point a bad batch is expected after a crash: the tail from
+        it on is moved to quarantine and cut, with a log line. Below the recovery point
+        the data was known durable, so a bad batch there is corruption: the log opens
+        offline and serves nothing.
+        """
+        topic_id = None
+        metadata = join(directory, PARTITION_METADATA)
+        if fs.exists(metadata):
+            topic_id = read_partition_metadata(fs, metadata)
+        bases = sorted(
+            int(name[:-4])
+            for name in fs.listdir(directory)
+            if name.endswith(".log") and name[:-4].isdigit()
+        )
+        for name in fs.listdir(directory):
+            # Index files without their log, and checkpoint temporaries, are leftovers.
+            if name.endswith((".index", ".timeindex", ".tmp")) and not name.startswith("."):
+                stem = name.split(".")[0]
+                if name.endswith(".tmp") or not stem.isdigit() or int(stem) not in bases:
+                    fs.remove(join(directory, name))
+        segments = [LogSegment.open_existing(fs, directory, b, now_ms) for b in bases]
+        # The epoch cache is rebuilt from the batches during recovery (each batch
+        # carries its leader epoch), so a damaged or stale checkpoint cannot mislead it.
+        result = cls(
+            fs, directory, config, segments, log_start_offset, LeaderEpochCache(), topic_id
+        )
+        result._recover(recovery_point, now_ms)
+        return result
+
+    def _recover(self, recovery_point: int, now_ms: int) -> None:
+        if not self.segments:
+            self._add_segment(max(self.log_start_offset, 0), now_ms)
+        kept: list[LogSegment] = []
+        transitions: list[tuple[int, int]] = []
+        for i, segment in enumerate(self.segments):
+            if kept and segment.base_offset != kept[-1].next_offset:
+                self._quarantine_segments(self.segments[i:], now_ms, "recovery: offset gap")
+                break
+            result = segment.recover(self.config.index_interval_bytes)
+            transitions += result.epochs
+            kept.append(segment)
+            if result.problem is None:
+                continue
+            durable_end = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
+            if durable_end is not None and durable_end <= recovery_point:
+                self.offline = (
+                    f"corrupt batch below the recovery point {recovery_point} in "
+                    f"{segment.log_path}: {result.problem}"
+                )
+                self.recovery_point = recovery_point  # kept for the next checkpoint
+                log.error("partition %s is offline: %s", self.directory, self.offline)
+                break
+            dropped = segment.size - result.valid_bytes
+            log.warning(
+                "recovery of %s: %s; moving %d bytes from position %d to quarantine",
+                segment.log_path,
+                result.problem,
+                dropped,
+                result.valid_bytes,
+            )
+            tail = segment.log.read(result.valid_bytes, dropped)
+            self._quarantine_bytes(
+                [tail], result.next_offset, None, now_ms, f"recovery: {result.problem}"
+            )
+            segment.cut_to(result.valid_bytes)
+            self._quarantine_segments(self.segments[i + 1 :], now_ms, "recovery: after a bad batch")
+            break
+        self.segments = kept
+        self._bases = [s.base_offset for s in kept]
+        self.log_start_offset = max(self.log_start_offset, kept[0].base_offset)
+        self._rebuild_epochs(transitions)
+        if self.offline is None:
+            # What survived the crash is valid; make it durable before serving it.
+            for segment in self.segments:
+                segment.unflushed = True
+            self._dir_dirty = True
+            self._flush_all()
+            self.last_flush_ms = now_ms
+
+    def _rebuild_epochs(self, transitions: list[tuple[int, int]]) -> None:
+        end = self.log_end_offset
+        for epoch, start in transitions:
+            if start >= end:
+                break
+            if epoch < self.epochs.latest_epoch():
+                log.warning(
+                    "%s: batch at offset %d has epoch %d after epoch %d; ignored",
+                    self.directory,
+                    start,
+                    epoch,
+                    self.epochs.latest_epoch(),
+                )
+                continue
+            self.epochs.assign(epoch, start)
+        self.epochs.truncate_from_start(self.log_start_offset)
+        path = join(self.directory, LEADER_EPOCH_CHECKPOINT)
+        try:
+            on_disk = read_leader_epoch_checkpoint(self.fs, path)
+        except CorruptLogError:
+            on_disk = None
+        if on_disk != self.epochs.entries():
+            self._write_epochs()
+
+    def _quarantine_segments(self, segments: list[LogSegment], now_ms: int, why: str) -> None:
+        if not segments:
+            return
+        chunks = [s.log.read(0, s.log.size()) for s in segments]
+        self._quarantine_bytes(chunks, segments[0].base_offset, None, now_ms, why)
+        for s in segments:
+            s.close()
+            for path in s.paths():
+                self.fs.remove(path)
+        self._dir_dirty = True
+
+    # --- Offsets --------------------------------------------------------------------
+
+    @property
+    def active(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.segments[-1].next_offset
+
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    # --- Appending ------------------------------------------------------------------
+
+    @_guarded
+    def append_as_leader(self, records: memoryview, leader_epoch: int, now_ms: int) -> AppendInfo:
+        """Validate the batches, give them offsets and our epoch in place, append them.
+
+        ``records`` must be writable (the patches do not touch the CRC range, so the
+        client's CRC stays valid and no batch is copied).
+        """
+        headers = validate_batches(records)
+        invariant(bool(headers), "append of an empty record set")
+        first = offset = self.log_end_offset
+        patched = []
+        for h in headers:
+            set_base_offset(records, h.position, offset)
+            set_partition_leader_epoch(records, h.position, leader_epoch)
+            patched.append(h._replace(base_offset=offset, partition_leader_epoch=leader_epoch))
+            offset += h.last_offset_delta + 1
+        if self.epochs.assign(leader_epoch, first):
+            self._write_epochs()
+        return self._append(records, patched, now_ms)
+
+    @_guarded
+    def append_as_follower(self, records: memoryview, now_ms: int) -> AppendInfo:
+        """Append batches fetched from the leader, keeping their offsets and epochs."""
+        headers = validate_batches(records)
+        invariant(bool(headers), "append of an empty record set")
+        expected = self.log_end_offset
+        for h in headers:
+            invariant(
+                h.base_offset == expected,
+                f"{self.directory}: follower batch at {h.base_offset}, log end is {expected}",
+            )
+            expected = h.next_offset
+            if h.partition_leader_epoch >= 0 and self.epochs.assign(
+                h.partition_leader_epoch, h.base_offset
+            ):
+                self._write_epochs()
+        return self._append(records, headers, now_ms)
+
+    def _append(self, records: memoryview, headers: list[BatchHeader], now_ms: int) -> AppendInfo:
+        size = len(records)
+        self._maybe_roll(size, headers[-1].last_offset, now_ms)
+        self.active.append(records, headers, self.config.index_interval_bytes)
+        count = sum(h.records_count for h in headers)
+        self.unflushed_messages += count
+        return AppendInfo(
+            first_offset=headers[0].base_offset,
+            last_offset=headers[-1].last_offset,
+            max_timestamp=max(h.max_timestamp for h in headers),
+            batch_count=len(headers),
+            record_count=count,
+            size_bytes=size,
+        )
+
+    def _maybe_roll(self, size: int, last_offset: int, now_ms: int) -> None:
+        seg = self.active
+        if seg.size == 0:
+            return
+        cfg = self.config
+        if (
+            seg.size + size > cfg.segment_bytes
+            or seg.index.size_in_bytes() + OFFSET_ENTRY.size > cfg.segment_index_bytes
+            or len(seg.time_index) * TIME_ENTRY.size + TIME_ENTRY.size > cfg.segment_index_bytes
+            or now_ms - seg.created_ms >= cfg.segment_ms
+            or last_offset - seg.base_offset > MAX_RELATIVE_OFFSET
+        ):
+            self._add_segment(self.log_end_offset, now_ms)
+
+    def _add_segment(self, base_offset: int, now_ms: int) -> None:
+        segment = LogSegment.create(self.fs, self.directory, base_offset, now_ms)
+        self.segments.append(segment)
+        self._bases.append(base_offset)
+        self._dir_dirty = True
+
+    # --- Durability -----------------------------------------------------------------
+
+    def needs_flush(self, now_ms: int) -> bool:
+        """Whether ``flush.messages`` or ``flush.ms`` asks for a flush now."""
+        if self.recovery_point == self.log_end_offset:
+            return False
+        return (
+            self.unflushed_messages >= self.config.flush_messages
+            or now_ms - self.last_flush_ms >= self.config.flush_ms
+        )
+
+    @_guarded
+    def flush(self, now_ms: int) -> int:
+        """fsync everything appended so far; return the new recovery point.
+
+        One call covers every append since the last: this is the unit of group commit.
+        """
+        self._flush_all()
+        self.last_flush_ms = now_ms
+        return self.recovery_point
+
+    def _flush_all(self) -> None:
+        end = self.log_end_offset
+        for segment in self.segments:
+            segment.flush()
+        if self._dir_dirty:
+            self.fs.fsync_dir(self.directory)
+            self._dir_dirty = False
+        self.recovery_point = end
+        self.unflushed_messages = 0
+
+    # --- Reading --------------------------------------------------------------------
+
+    def _segment_index(self, offset: int) -> int:
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    @_guarded
+    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> FileRange | None:
+        """Whole batches from the one holding ``offset``, below ``max_offset``.
+
+        ``max_offset`` is the exclusive bound (the high watermark for consumers, the
+        log end for followers). None means there is nothing to return yet.
+        """
+        end = self.log_end_offset
+        if offset < self.log_start_offset or offset > end:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, end)
+        bound = end if max_offset is None else min(max_offset, end)
+        i = self._segment_index(offset)
+        while i < len(self.segments) and offset < bound:
+            segment = self.segments[i]
+            found = segment.read(offset, max_bytes, bound)
+            if found is not None:
+                return found
+            i += 1
+        return None
+
+    @_guarded
+    def offset_for_timestamp(self, timestamp: int) -> BatchHeader | None:
+        """The first batch holding a record with a timestamp at or above ``timestamp``.
+
+        ListOffsets then finds the exact record inside that one batch.
+        """
+        for segment in self.segments:
+            if segment.max_timestamp >= timestamp or segment is self.active:
+                found = segment.first_offset_with_timestamp(timestamp)
+                if found is not None and found.next_offset > self.log_start_offset:
+                    return found
+        return None
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.epochs.end_offset_for_epoch(epoch, self.log_end_offset)
+
+    # --- Truncation -----------------------------------------------------------------
+
+    @_guarded
+    def truncate_to(self, offset: int, now_ms: int, reason: str, leader_epoch: int = -1) -> int:
+        """Remove every record at or after ``offset`` into quarantine; return records moved.
+
+        Used when a follower's log diverges from its new leader's. Truncation removes
+        whole batches: an offset inside a batch removes that batch too. Offsets at or
+        above the log end are a no-op.
+        """
+        if offset >= self.log_end_offset:
+            # Kafka drops an epoch entry that no batch ever used (a leadership that
+            # appended nothing), so a later, lower-numbered append stays consistent.
+            if self.epochs.truncate_from_end(self.log_end_offset):
+                self._write_epochs()
+            return 0
+        invariant(offset >= self.log_start_offset, f"truncate to {offset} below log start")
+        i = self._segment_index(offset)
+        segment = self.segments[i]
+        position = segment.position_of(offset)
+        headers = list(segment.headers_from(position, segment.size))
+        if headers:
+            # Whole batches only: the log ends where the batch holding ``offset`` began.
+            offset = headers[0].base_offset
+        for later in self.segments[i + 1 :]:
+            headers += later.headers_from(0, later.size)
+        chunks = [segment.log.read(position, segment.size - position)]
+        chunks += [s.log.read(0, s.size) for s in self.segments[i + 1 :]]
+        moved = sum(h.records_count for h in headers)
+        self._quarantine_bytes(chunks, offset, leader_epoch, now_ms, reason, headers)
+        for s in self.segments[i + 1 :]:
+            s.close()
+            for path in s.paths():
+                self.fs.remove(path)
+        del self.segments[i + 1 :]
+        del self._bases[i + 1 :]
+        segment.truncate_to(offset)
+        self._dir_dirty = True
+        # A cut below the log start (possible when the start lies inside the batch that
+        # goes) leaves an empty log that starts where it now ends, as Kafka does.
+        self.log_start_offset = min(self.log_start_offset, offset)
+        if self.epochs.truncate_from_end(offset):
+            self._write_epochs()
+        self.recovery_point = min(self.recovery_point, offset)
+        self._flush_all()
+        return moved
+
+    @_guarded
+    def truncate_fully_and_start_at(self, offset: int, now_ms: int, reason: str) -> int:
+        """Move everything into quarantine and start an empty log at ``offset``."""
+        moved = 0
+        if self.log_end_offset > self.log_start_offset:
+            headers = [h for s in self.segments for h in s.headers_from(0, s.size)]
+            moved = sum(h.records_count for h in headers)
+            chunks = [s.log.read(0, s.size) for s in self.segments]
+            self._quarantine_bytes(chunks, self.log_start_offset, -1, now_ms, reason, headers)
+        for s in self.segments:
+            s.close()
+            for path in s.paths():
+                self.fs.remove(path)
+        self.segments = []
+        self._bases = []
+        self._add_segment(offset, now_ms)
+        self.log_start_offset = offset
+        self.epochs.clear()
+        self._write_epochs()
+        self.recovery_point = offset
+        self._flush_all()
+        return moved
+
+    def _quarantine_bytes(
+        self,
+        chunks: list[bytes],
+        start_offset: int,
+        leader_epoch: int | None,
+        now_ms: int,
+        reason: str,
+        headers: list[BatchHeader] | None = None,
+    ) -> None:
+        size = sum(len(c) for c in chunks)
+        if size == 0:
+            return
+        if headers is None:
+            headers = []
+        end = headers[-1].next_offset if headers else start_offset
+        sequence = len(quarantine.entries(self.fs, self.directory))
+        manifest = quarantine.QuarantineManifest(
+            name=f"{now_ms:015d}-{start_offset:020d}-{sequence:04d}",
+            when_ms=now_ms,
+            reason=reason,
+            leader_epoch=-1 if leader_epoch is None else leader_epoch,
+            start_offset=start_offset,
+            end_offset=end,
+            batch_count=len(headers),
+            record_count=sum(h.records_count for h in headers),
+            size_bytes=size,
+        )
+        evicted = quarantine.add(
+            self.fs, self.directory, chunks, manifest, self.config.quarantine_max_bytes
+        )
+        log.warning(
+            "%s: moved %d bytes (offsets %d..%d) to quarantine: %s",
+            self.directory,
+            size,
+            start_offset,
+            end,
+            reason,
+        )
+        if evicted:
+            self.quarantine_alarm = (
+                f"quarantine over quarantine.max.bytes={self.config.quarantine_max_bytes}: "
+                f"dropped {len(evicted)} oldest entries "
+                f"({sum(e.size_bytes for e in evicted)} bytes)"
+            )
+            log.error("%s: %s", self.directory, self.quarantine_alarm)
+
+    # --- Retention and DeleteRecords -----------------------------------------------
+
+    @_guarded
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start offset up to ``offset``; return it."""
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(offset, self.log_start_offset, self.log_end_offset)
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            if self.epochs.truncate_from_start(offset):
+                self._write_epochs()
+        return self.log_start_offset
+
+    @_guarded
+    def delete_old_segments(self, now_ms: int, high_watermark: int) -> int:
+        """Delete whole segments past retention or below the log start; return how many.
+
+        Only segments wholly below ``high_watermark`` go: a record no consumer could yet
+        read is never deleted by retention. The active segment stays.
+        """
+        cfg = self.config
+        total = self.size_in_bytes()
+        deleted = 0
+        while len(self.segments) > 1:
+            seg = self.segments[0]
+            if seg.next_offset > high_watermark:
+                break
+            newest = seg.max_timestamp if seg.max_timestamp >= 0 else seg.created_ms
+            expired = cfg.retention_ms >= 0 and now_ms - newest > cfg.retention_ms
+            too_big = cfg.retention_bytes >= 0 and total - seg.size >= cfg.retention_bytes
+            below_start = seg.next_offset <= self.log_start_offset
+            if not (expired or too_big or below_start):
+                break
+            seg.close()
+            for path in seg.paths():
+                self.fs.remove(path)
+            total -= seg.size
+            self.segments.pop(0)
+            self._bases.pop(0)
+            deleted += 1
+        if deleted:
+            self.fs.fsync_dir(self.directory)
+            if self.segments[0].base_offset > self.log_start_offset:
+                self.log_start_offset = self.segments[0].base_offset
+            if self.epochs.truncate_from_start(self.log_start_offset):
+                self._write_epochs()
+        return deleted
+
+    # --- Housekeeping ---------------------------------------------------------------
+
+    def _write_epochs(self) -> None:
+        write_leader_epoch_checkpoint(
+            self.fs, join(self.directory, LEADER_EPOCH_CHECKPOINT), self.epochs.entries()
+        )
+
+    def close(self) -> None:
+        for segment in self.segments:
+            segment.close()
+
+    def check_consistency(self) -> None:
+        """Raise CorruptLogError if the in-memory view disagrees with itself (tests)."""
+        for a, b in zip(self.segments, self.segments[1:], strict=False):
+            if a.next_offset != b.base_offset:
+                raise CorruptLogError(a.log_path, a.size, "segments are not contiguous")

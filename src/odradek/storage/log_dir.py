@@ -1,0 +1,190 @@
+"""A log dir: its identity, its partitions, and its checkpoint files.
+
+``format`` writes ``meta.properties`` (cluster id, node id, directory id); ``open``
+refuses a dir that was never formatted or belongs to another cluster or node, then
+opens and recovers every partition folder with the recovery point and log start offset
+from the dir's checkpoints. Checkpoints are written by the owner on a schedule and on
+clean shutdown; each write is atomic.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+
+from odradek.core.errors import ConfigError, CorruptLogError
+from odradek.storage.checkpoint import (
+    LOG_START_CHECKPOINT,
+    META_PROPERTIES,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_CHECKPOINT,
+    MetaProperties,
+    TopicPartition,
+    read_meta_properties,
+    read_offset_checkpoint,
+    write_meta_properties,
+    write_offset_checkpoint,
+)
+from odradek.storage.fs import FileSystem, dirname, join
+from odradek.storage.log import (
+    LogConfig,
+    PartitionLog,
+    parse_partition_dir_name,
+    partition_dir_name,
+)
+
+log = logging.getLogger("odradek.storage")
+
+DELETE_SUFFIX = "-delete"
+
+
+def format_log_dir(fs: FileSystem, path: str, meta: MetaProperties) -> bool:
+    """Prepare ``path`` for this node; return False if it was already formatted the same.
+
+    A dir formatted for another cluster, node or directory id is refused: reusing it
+    would mix two logs' histories.
+    """
+    fs.makedirs(path)
+    meta_path = join(path, META_PROPERTIES)
+    if fs.exists(meta_path):
+        existing = read_meta_properties(fs, meta_path)
+        if existing.cluster_id != meta.cluster_id or existing.node_id != meta.node_id:
+            raise ConfigError(
+                f"{path} is already formatted for cluster {existing.cluster_id}, "
+                f"node {existing.node_id}"
+            )
+        return False
+    write_meta_properties(fs, meta_path, meta)
+    parent = dirname(path)
+    fs.fsync_dir(parent if parent else ".")
+    return True
+
+
+class LogDir:
+    def __init__(self, fs: FileSystem, path: str, meta: MetaProperties) -> None:
+        self.fs = fs
+        self.path = path
+        self.meta = meta
+        self.logs: dict[TopicPartition, PartitionLog] = {}
+        self._deletions = 0
+
+    @classmethod
+    def open(
+        cls,
+        fs: FileSystem,
+        path: str,
+        *,
+        cluster_id: str | None,
+        node_id: int,
+        config_for: Callable[[str], LogConfig],
+        now_ms: int,
+    ) -> LogDir:
+        meta_path = join(path, META_PROPERTIES)
+        if not fs.exists(meta_path):
+            raise ConfigError(f"{path} is not formatted: run `odradek storage format` first")
+        meta = read_meta_properties(fs, meta_path)
+        if meta.node_id != node_id:
+            raise ConfigError(f"{path} belongs to node {meta.node_id}, not node {node_id}")
+        if cluster_id is not None and meta.cluster_id != cluster_id:
+            raise ConfigError(f"{path} belongs to cluster {meta.cluster_id}, not {cluster_id}")
+        result = cls(fs, path, meta)
+        recovery_points = _read_or_recover(fs, join(path, RECOVERY_POINT_CHECKPOINT))
+        log_starts = _read_or_recover(fs, join(path, LOG_START_CHECKPOINT))
+        for name in fs.listdir(path):
+            full = join(path, name)
+            if name.endswith(DELETE_SUFFIX):
+                # A topic deletion that a crash interrupted: finish it.
+                fs.rmtree(full)
+                continue
+            parsed = parse_partition_dir_name(name)
+            if parsed is None or not fs.is_dir(full):
+                continue
+            result.logs[parsed] = PartitionLog.open(
+                fs,
+                full,
+                config_for(parsed[0]),
+                now_ms,
+                recovery_point=recovery_points.get(parsed, 0),
+                log_start_offset=log_starts.get(parsed, 0),
+            )
+        fs.fsync_dir(path)
+        return result
+
+    def create_log(
+        self,
+        topic: str,
+        partition: int,
+        config: LogConfig,
+        now_ms: int,
+        topic_id: uuid.UUID | None = None,
+    ) -> PartitionLog:
+        key = (topic, partition)
+        if key in self.logs:
+            raise ValueError(f"{topic}-{partition} already exists in {self.path}")
+        created = PartitionLog.create(
+            self.fs, join(self.path, partition_dir_name(topic, partition)), config, now_ms, topic_id
+        )
+        self.logs[key] = created
+        return created
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """Remove a partition: rename it aside durably, then delete the files.
+
+        The checkpoints are rewritten at once, so that a partition created again with the
+        same name never inherits the old one's offsets. If a crash comes between the
+        rename and the removal, :meth:`open` finishes the deletion.
+        """
+        victim = self.logs.pop((topic, partition))
+        victim.close()
+        self._deletions += 1
+        name = partition_dir_name(topic, partition)
+        aside = join(self.path, f"{name}.{self._deletions}{DELETE_SUFFIX}")
+        self.fs.rename(victim.directory, aside)
+        self.fs.fsync_dir(self.path)
+        self.checkpoint()
+        self.fs.rmtree(aside)
+
+    def high_watermarks(self) -> dict[TopicPartition, int]:
+        return read_offset_checkpoint(self.fs, join(self.path, REPLICATION_CHECKPOINT))
+
+    def checkpoint_high_watermarks(self, high_watermarks: dict[TopicPartition, int]) -> None:
+        write_offset_checkpoint(self.fs, join(self.path, REPLICATION_CHECKPOINT), high_watermarks)
+
+    def checkpoint(self) -> None:
+        """Write the recovery points and log start offsets of every log.
+
+        Offline logs are included with the values they last had, so that a restart does
+        not forget a log start offset (and serve records DeleteRecords removed).
+        """
+        write_offset_checkpoint(
+            self.fs,
+            join(self.path, RECOVERY_POINT_CHECKPOINT),
+            {k: v.recovery_point for k, v in self.logs.items()},
+        )
+        write_offset_checkpoint(
+            self.fs,
+            join(self.path, LOG_START_CHECKPOINT),
+            {k: v.log_start_offset for k, v in self.logs.items()},
+        )
+
+    def offline_logs(self) -> dict[TopicPartition, str]:
+        return {k: v.offline for k, v in self.logs.items() if v.offline is not None}
+
+    def close(self) -> None:
+        for partition_log in self.logs.values():
+            partition_log.close()
+
+
+def _read_or_recover(fs: FileSystem, path: str) -> dict[TopicPartition, int]:
+    """A damaged offset checkpoint means "recover every log from its start", not a refusal.
+
+    Recovery validates every batch anyway; what is lost is only the knowledge of which
+    prefix was durable (and, for the log start checkpoint, of DeleteRecords calls since
+    the start of each log's first segment), which the warning says.
+    """
+    try:
+        return read_offset_checkpoint(fs, path)
+    except CorruptLogError as e:
+        log.warning("ignoring damaged checkpoint, recovering from the start: %s", e)
+        return {}

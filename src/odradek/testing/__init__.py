@@ -1,0 +1,9 @@
+"""The deterministic simulator and its parts: simulated disk, network and clock.
+
+Everything here is driven by one seeded ``random.Random`` and simulated time, never by
+the wall clock, so a failing seed replays byte for byte. It may import every layer
+below ``shell`` and no I/O module (asyncio, socket, signal).
+
+* :mod:`odradek.testing.sim_disk`: ``SimDisk``, a filesystem that loses unsynced data
+  on a crash and injects I/O errors and bit flips.
+"""
