@@ -160,7 +160,10 @@ def test_floor_position_matches_model(entries: list[tuple[int, int]], data: st.D
     index = build_offset_index(entries)
     last = entries[-1][0] if entries else BASE
     for offset in data.draw(st.lists(st.integers(BASE - 5, last + 5), max_size=20)):
-        expected = max((p for o, p in entries if o < offset), default=0)
+        # An entry names a batch's last offset: the batch of an entry equal to the offset
+        # holds it; otherwise the scan starts at the last batch that ends before it.
+        exact = [p for o, p in entries if o == offset]
+        expected = exact[0] if exact else max((p for o, p in entries if o < offset), default=0)
         assert index.floor_position(offset) == expected
 
 

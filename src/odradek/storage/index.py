@@ -65,6 +65,8 @@ class OffsetIndex:
     def floor_position(self, offset: int) -> int:
         """A batch boundary at or before the batch holding ``offset`` (0 if none)."""
         i = bisect.bisect_left(self.offsets, offset)
+        if i < len(self.offsets) and self.offsets[i] == offset:
+            return self.positions[i]  # the indexed batch ends exactly at ``offset``
         # Entry i-1 names a batch whose last offset is below ``offset``; the next batch
         # starts after it, so scanning from its position is safe and short.
         return self.positions[i - 1] if i > 0 else 0

@@ -21,7 +21,9 @@ from odradek.protocol.record_batch import _header_at as header_at
 from odradek.storage.fs import FileHandle, FileSystem, join
 from odradek.storage.index import OffsetIndex, TimeIndex
 
-SCAN_WINDOW = 64 * 1024
+# Big enough for the batches between two index entries (index.interval.bytes is 4 KiB
+# by default), small enough that a lookup that needs one header reads little.
+SCAN_WINDOW = 8 * 1024
 RECOVERY_CHUNK = 1024 * 1024
 
 
@@ -142,10 +144,10 @@ class LogSegment:
         self.unflushed = True
 
     def flush(self) -> None:
+        # Only the log is synced: recovery rebuilds both indexes from the log on every
+        # start, so syncing them would double the journal commits for no durability.
         if self.unflushed:
             self.log.fsync()
-            self.index.handle.fsync()
-            self.time_index.handle.fsync()
             self.unflushed = False
 
     # --- Reading --------------------------------------------------------------------
