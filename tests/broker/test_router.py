@@ -4,15 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.broker.router import Close, Respond, Router
+from odradek.broker.effects import Reply
+from odradek.broker.router import Close, Dispatch, Respond, Router
 from odradek.protocol.api import RequestHeader, decode_response, encode_request
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import ApiVersionsRequest, MetadataRequest
 
 
-def payload_of(reply: object) -> bytes:
-    assert isinstance(reply, Respond)
-    return b"".join(bytes(c) for c in reply.chunks)
+def payload_of(routed: object) -> bytes:
+    if isinstance(routed, Dispatch):
+        assert isinstance(routed.outcome, Reply)
+        chunks = Router.encode(routed.header, routed.outcome.response, routed.response_version)
+    else:
+        assert isinstance(routed, Respond)
+        chunks = routed.chunks
+    return b"".join(
+        c if isinstance(c, bytes | bytearray | memoryview) else c.read() for c in chunks
+    )
 
 
 @pytest.mark.parametrize("version", range(0, 5))
@@ -50,3 +58,17 @@ def test_malformed_requests_close_with_a_reason(payload: bytes) -> None:
     reply = Router().handle(payload, "peer")
     assert isinstance(reply, Close)
     assert reply.reason.startswith("client peer")
+
+
+def test_trailing_bytes_are_tolerated_as_kafka_does() -> None:
+    # Captured from librdkafka 2.16 (confluent-kafka AdminClient.list_topics): a
+    # Metadata v12 request that carries IncludeClusterAuthorizedOperations, a field of
+    # v8-v10 only. Kafka ignores the extra bytes; closing the connection would make the
+    # client unusable.
+    payload = bytes.fromhex("0003000c00000003000772646b61666b610000000000010000")
+    router = Router()
+    router.register(3, (0, 12), lambda header, body: Reply(body))
+    routed = router.handle(payload)
+    assert isinstance(routed, Dispatch)
+    assert isinstance(routed.outcome, Reply)
+    assert routed.outcome.response.topics is None

@@ -20,7 +20,7 @@ def test_frames_survive_any_split(payloads: list[bytes], cuts: list[int]) -> Non
     stream = b"".join(frame(p) for p in payloads)
     points = sorted({c for c in cuts if c < len(stream)} | {0, len(stream)})
     decoder = FrameDecoder()
-    out: list[bytes] = []
+    out: list[bytearray] = []
     for a, b in itertools.pairwise(points):
         out += decoder.feed(stream[a:b])
     assert out == payloads

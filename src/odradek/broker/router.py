@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.broker.effects import Outcome, Reply
 from odradek.core.errors import RemoteProtocolError
 from odradek.protocol.api import (
     REQUESTS,
@@ -31,7 +32,7 @@ from odradek.protocol.primitives import Reader, Records, Writer
 
 API_VERSIONS = ApiVersionsRequest.API_KEY
 
-Handler = Callable[[RequestHeader, Any], Any]
+Handler = Callable[[RequestHeader, Any], Outcome]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +44,22 @@ class Respond:
 
 
 @dataclass(frozen=True, slots=True)
+class Dispatch:
+    """A decoded request and its handler's first outcome; the shell carries it through."""
+
+    header: RequestHeader
+    outcome: Outcome
+    response_version: int
+
+
+@dataclass(frozen=True, slots=True)
 class Close:
     """Close the connection; ``reason`` is the one log line."""
 
     reason: str
 
 
-Reply = Respond | Close
+Routed = Respond | Close | Dispatch
 
 
 class Router:
@@ -73,7 +83,7 @@ class Router:
             for key, (lo, hi, _) in sorted(self._handlers.items())
         ]
 
-    def handle(self, payload: bytes | memoryview, peer: str = "?") -> Reply:
+    def handle(self, payload: bytes | bytearray | memoryview, peer: str = "?") -> Routed:
         try:
             header = decode_request_header(Reader(payload))
         except RemoteProtocolError as e:
@@ -89,18 +99,21 @@ class Router:
                 return self._unsupported_api_versions(header)
             return Close(f"{who}: API {REQUESTS[key].NAME} v{version} not in {lo}-{hi}")
         try:
-            _, body = decode_request(payload)
+            _, body = decode_request(payload, allow_trailing=True)
         except RemoteProtocolError as e:
             return Close(f"{who}: malformed {REQUESTS[key].NAME} v{version}: {e}")
-        response = handler(header, body)
+        return Dispatch(header, handler(header, body), version)
+
+    @staticmethod
+    def encode(header: RequestHeader, response: Any, version: int) -> list[Records]:
         w = Writer()
         write_response(w, ResponseHeader(correlation_id=header.correlation_id), response, version)
-        return Respond(header.correlation_id, w.chunks())
+        return w.chunks()
 
-    def _api_versions(self, header: RequestHeader, body: ApiVersionsRequest) -> Any:
-        return ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=self.supported())
+    def _api_versions(self, header: RequestHeader, body: ApiVersionsRequest) -> Outcome:
+        return Reply(ApiVersionsResponse(error_code=ErrorCode.NONE, api_keys=self.supported()))
 
-    def _unsupported_api_versions(self, header: RequestHeader) -> Reply:
+    def _unsupported_api_versions(self, header: RequestHeader) -> Routed:
         body = ApiVersionsResponse(
             error_code=ErrorCode.UNSUPPORTED_VERSION, api_keys=self.supported()
         )

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import uuid
 
 import click
 
 from odradek import __version__
-from odradek.broker.router import Router
-from odradek.shell.server import Server, serve_forever
+from odradek.broker.config import ServerConfig
+from odradek.broker.state import BrokerSettings
+from odradek.core.errors import ConfigError, CorruptLogError
+from odradek.core.kafka_uuid import from_kafka_str, to_kafka_str
+from odradek.shell.boot import node_config
+from odradek.shell.node import NodeConfig, run_node
+from odradek.shell.real_fs import RealFileSystem
+from odradek.storage.checkpoint import META_PROPERTIES, MetaProperties, read_meta_properties
+from odradek.storage.fs import join
+from odradek.storage.log import LogConfig
+from odradek.storage.log_dir import format_log_dir
 
 
 @click.group()
@@ -20,13 +31,132 @@ def main() -> None:
 
 
 @main.command()
+@click.option("--nodes", default=1, show_default=True, help="Number of nodes (1 for now).")
+@click.option(
+    "--dir",
+    "directory",
+    default="data/dev",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Where the nodes keep their data; reused on the next run.",
+)
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=9092, show_default=True, help="Port to listen on.")
-def dev(host: str, port: int) -> None:
-    """Run a local node for development.
+@click.option("--port", default=9092, show_default=True, help="Port of the first node.")
+def dev(nodes: int, directory: str, host: str, port: int) -> None:
+    """Run a local cluster for development, formatting its data dir the first time.
 
-    Today this is one node that speaks the Kafka framing and answers ApiVersions,
-    advertising exactly what it implements; topics, produce and fetch come with the
-    broker (see the README's status table).
+    Prints ``bootstrap.servers=HOST:PORT`` once it serves. Ctrl-C stops it cleanly;
+    running it again restarts the same cluster from its data.
     """
-    asyncio.run(serve_forever(Server(Router(), host, port)))
+    if nodes != 1:
+        raise click.UsageError("only --nodes 1 is available until replication lands")
+    fs = RealFileSystem()
+    node_dir = join(os.path.abspath(directory), "node-1")
+    meta_path = join(node_dir, META_PROPERTIES)
+    if fs.exists(meta_path):
+        meta = read_meta_properties(fs, meta_path)
+    else:
+        fs.makedirs(node_dir)
+        meta = MetaProperties(
+            cluster_id=to_kafka_str(uuid.uuid4()), node_id=1, directory_id=uuid.uuid4()
+        )
+        format_log_dir(fs, node_dir, meta)
+        click.echo(f"formatted {node_dir} for cluster {meta.cluster_id}")
+    config = NodeConfig(
+        settings=BrokerSettings(node_id=1, cluster_id=meta.cluster_id, host=host, port=port),
+        log_dir=node_dir,
+        metadata_log_dir=node_dir,
+        listen_host=host,
+        listen_port=port,
+        log_config=LogConfig(),
+    )
+    asyncio.run(run_node(config))
+
+
+def _load_config(path: str, overrides: tuple[str, ...]) -> ServerConfig:
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except OSError as e:
+        raise click.ClickException(f"cannot read {path}: {e.strerror}") from None
+    try:
+        return ServerConfig.load(text, overrides)
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
+
+
+@main.command()
+@click.option("--config", "config_path", required=True, help="A Kafka-style server.properties.")
+@click.option(
+    "--override",
+    "overrides",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a configuration key, overriding the file (repeatable).",
+)
+def server(config_path: str, overrides: tuple[str, ...]) -> None:
+    """Run one node from a server.properties file (Kafka's keys)."""
+    config = _load_config(config_path, overrides)
+    fs = RealFileSystem()
+    log_dir = config.log_dirs[0]
+    meta_path = join(log_dir, META_PROPERTIES)
+    if not fs.exists(meta_path):
+        raise click.ClickException(
+            f"{log_dir} is not formatted: run `odradek storage format --config {config_path} "
+            "--cluster-id $(odradek storage random-uuid)` first"
+        )
+    try:
+        meta = read_meta_properties(fs, meta_path)
+        if meta.node_id != config.node_id:
+            raise ConfigError(
+                f"{log_dir} belongs to node {meta.node_id}, not node.id={config.node_id}"
+            )
+        node = node_config(config, meta.cluster_id)
+    except (ConfigError, CorruptLogError) as e:
+        raise click.ClickException(str(e)) from None
+    asyncio.run(run_node(node))
+
+
+@main.group()
+def storage() -> None:
+    """Prepare and inspect log directories."""
+
+
+@storage.command("random-uuid")
+def random_uuid() -> None:
+    """Print a new random id in Kafka's form (for --cluster-id)."""
+    click.echo(to_kafka_str(uuid.uuid4()))
+
+
+@storage.command("format")
+@click.option("--config", "config_path", required=True, help="A Kafka-style server.properties.")
+@click.option("--cluster-id", required=True, help="The cluster id (odradek storage random-uuid).")
+@click.option("--override", "overrides", multiple=True, metavar="KEY=VALUE", help="Override a key.")
+@click.option(
+    "--ignore-formatted", is_flag=True, help="Succeed when the dirs are already formatted."
+)
+def format_storage(
+    config_path: str, cluster_id: str, overrides: tuple[str, ...], ignore_formatted: bool
+) -> None:
+    """Write meta.properties into every log dir (and the metadata log dir)."""
+    config = _load_config(config_path, overrides)
+    try:
+        from_kafka_str(cluster_id)
+    except ValueError as e:
+        raise click.ClickException(f"--cluster-id: {e}") from None
+    fs = RealFileSystem()
+    dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
+    for directory in dirs:
+        try:
+            fs.makedirs(directory)
+            meta = MetaProperties(cluster_id, config.node_id, uuid.uuid4())
+            if format_log_dir(fs, directory, meta):
+                click.echo(f"formatted {directory} (cluster {cluster_id}, node {config.node_id})")
+            elif ignore_formatted:
+                click.echo(f"{directory} is already formatted")
+            else:
+                raise click.ClickException(
+                    f"{directory} is already formatted; use --ignore-formatted to accept that"
+                )
+        except ConfigError as e:
+            raise click.ClickException(str(e)) from None

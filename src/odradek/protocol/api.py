@@ -93,8 +93,15 @@ def decode_request_header(reader: Reader) -> RequestHeader:
     return RequestHeader.read(reader, request_header_version(api_key, api_version))
 
 
-def decode_request(payload: bytes | bytearray | memoryview) -> tuple[RequestHeader, Any]:
-    """Decode a whole request (without its size prefix) into header and body."""
+def decode_request(
+    payload: bytes | bytearray | memoryview, *, allow_trailing: bool = False
+) -> tuple[RequestHeader, Any]:
+    """Decode a whole request (without its size prefix) into header and body.
+
+    ``allow_trailing`` accepts bytes after the body, as Kafka's brokers do: librdkafka
+    2.x sends Metadata v11+ with a field that only v8-v10 define, and Kafka never
+    notices. The strict default is for the codec's own tests.
+    """
     r = Reader(payload)
     header = decode_request_header(r)
     cls = REQUESTS.get(header.request_api_key)
@@ -104,7 +111,7 @@ def decode_request(payload: bytes | bytearray | memoryview) -> tuple[RequestHead
     if not lo <= header.request_api_version <= hi:
         raise DecodeError(f"{cls.NAME} has no version {header.request_api_version}")
     body = cls.read(r, header.request_api_version)
-    if r.pos != r.end:
+    if r.pos != r.end and not allow_trailing:
         raise DecodeError(f"{cls.NAME} v{header.request_api_version}: {r.end - r.pos} bytes left")
     return header, body
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 
 from odradek.core.errors import DecodeError, FrameTooLargeError
-from odradek.protocol.primitives import Records
+from odradek.protocol.primitives import Buffer
 
 DEFAULT_MAX_FRAME_BYTES = 104_857_600
 _SIZE = struct.Struct(">i")
@@ -22,7 +22,7 @@ def size_prefix(length: int) -> bytes:
     return _SIZE.pack(length)
 
 
-def frame(payload: Records) -> bytes:
+def frame(payload: Buffer) -> bytes:
     """Prefix one payload with its size."""
     return _SIZE.pack(len(payload)) + bytes(payload)
 
@@ -37,13 +37,17 @@ class FrameDecoder:
         self._buf = bytearray()
         self._closed = False
 
-    def feed(self, data: Records) -> list[bytes]:
-        """Add bytes; return every frame now complete, in order (payloads only)."""
+    def feed(self, data: Buffer) -> list[bytearray]:
+        """Add bytes; return every frame now complete, in order (payloads only).
+
+        Frames are writable, so that the broker can patch offsets into a produce
+        request's record batches in place.
+        """
         if self._closed:
             raise DecodeError("decoder used after a protocol error")
         buf = self._buf
         buf += data
-        frames: list[bytes] = []
+        frames: list[bytearray] = []
         pos = 0
         end = len(buf)
         while end - pos >= 4:
@@ -56,7 +60,7 @@ class FrameDecoder:
                 raise FrameTooLargeError(size, self.max_frame_bytes)
             if end - pos - 4 < size:
                 break
-            frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            frames.append(buf[pos + 4 : pos + 4 + size])
             pos += 4 + size
         if pos:
             del buf[:pos]

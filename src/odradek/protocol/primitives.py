@@ -17,14 +17,31 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from odradek.core.errors import DecodeError, EncodeError
 
 T = TypeVar("T")
 
-Records = bytes | bytearray | memoryview
+Buffer = bytes | bytearray | memoryview
+
+
+class RecordsRegion(Protocol):
+    """Record batches that live somewhere else, typically a range of a segment file.
+
+    The Writer never copies one: it becomes its own chunk, which the network shell
+    sends with ``sendfile`` where it can, or by calling :meth:`read`.
+    """
+
+    def __len__(self) -> int: ...
+
+    def read(self) -> bytes: ...
+
+
+Records = Buffer | RecordsRegion
 """A ``records`` field: raw record batch bytes, passed through untouched."""
+
+_BUFFER_TYPES = (bytes, bytearray, memoryview)
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -336,13 +353,14 @@ class Writer:
     def getvalue(self) -> bytes:
         if not self._chunks:
             return bytes(self._buf)
-        return b"".join([*self._chunks, self._buf])
+        parts = [c if isinstance(c, _BUFFER_TYPES) else c.read() for c in self._chunks]
+        return b"".join([*parts, self._buf])
 
-    def raw(self, data: Records) -> None:
+    def raw(self, data: Buffer) -> None:
         self._buf += data
 
     def raw_zero_copy(self, data: Records) -> None:
-        if len(data) < ZERO_COPY_THRESHOLD:
+        if isinstance(data, _BUFFER_TYPES) and len(data) < ZERO_COPY_THRESHOLD:
             self._buf += data
             return
         if self._buf:
@@ -437,25 +455,25 @@ class Writer:
 
     # Bytes --------------------------------------------------------------------
 
-    def bytes_(self, value: Records | None) -> None:
+    def bytes_(self, value: Buffer | None) -> None:
         if value is None:
             raise EncodeError("null for non-nullable bytes")
         self._buf += _INT32.pack(len(value))
         self._buf += value
 
-    def nullable_bytes(self, value: Records | None) -> None:
+    def nullable_bytes(self, value: Buffer | None) -> None:
         if value is None:
             self._buf += _INT32.pack(-1)
         else:
             self.bytes_(value)
 
-    def compact_bytes(self, value: Records | None) -> None:
+    def compact_bytes(self, value: Buffer | None) -> None:
         if value is None:
             raise EncodeError("null for non-nullable compact bytes")
         self.unsigned_varint(len(value) + 1)
         self._buf += value
 
-    def compact_nullable_bytes(self, value: Records | None) -> None:
+    def compact_nullable_bytes(self, value: Buffer | None) -> None:
         if value is None:
             self._buf.append(0)
         else:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 from odradek.core.errors import ConfigError, CorruptLogError
 from odradek.storage.checkpoint import (
@@ -79,7 +79,10 @@ class LogDir:
         node_id: int,
         config_for: Callable[[str], LogConfig],
         now_ms: int,
+        skip: Collection[str] = (),
     ) -> LogDir:
+        """Open every partition folder but those named in ``skip`` (the metadata log,
+        which its owner opens itself)."""
         meta_path = join(path, META_PROPERTIES)
         if not fs.exists(meta_path):
             raise ConfigError(f"{path} is not formatted: run `odradek storage format` first")
@@ -98,7 +101,7 @@ class LogDir:
                 fs.rmtree(full)
                 continue
             parsed = parse_partition_dir_name(name)
-            if parsed is None or not fs.is_dir(full):
+            if parsed is None or name in skip or not fs.is_dir(full):
                 continue
             result.logs[parsed] = PartitionLog.open(
                 fs,

@@ -39,6 +39,9 @@ class FileRange:
     position: int
     length: int
 
+    def __len__(self) -> int:
+        return self.length
+
     def read(self) -> bytes:
         return self.handle.read(self.position, self.length)
 

@@ -1,0 +1,53 @@
+"""What a request handler returns: a response now, or an effect for the shell to carry out.
+
+Handlers are pure and never wait. When an answer depends on something only the shell
+can bring about (records committed to the metadata log, a flush covering an offset,
+new data or a deadline for a long-polling fetch), the handler returns an effect with a
+continuation; the shell performs the effect and calls ``then`` for the next outcome.
+Every chain ends in :class:`Reply` or :class:`NoReply`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    response: Any
+
+
+@dataclass(frozen=True, slots=True)
+class NoReply:
+    """acks=0 produce: the client expects no response at all."""
+
+
+@dataclass(frozen=True, slots=True)
+class CommitRecords:
+    """Append ``records`` to the metadata log, make them durable, replay them; then go on."""
+
+    records: list[Any]
+    then: Callable[[], Outcome]
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitFlush:
+    """Wait until each ``(topic, partition)`` is flushed up to its offset; then go on."""
+
+    offsets: dict[tuple[str, int], int]
+    then: Callable[[], Outcome]
+
+
+@dataclass(frozen=True, slots=True)
+class AwaitData:
+    """A fetch that may wait: call ``then(timed_out)`` when any of ``partitions`` gets new
+    readable data, or with True at ``deadline_ms``."""
+
+    partitions: frozenset[tuple[str, int]]
+    deadline_ms: int
+    then: Callable[[bool], Outcome]
+
+
+Outcome = Reply | NoReply | CommitRecords | AwaitFlush | AwaitData

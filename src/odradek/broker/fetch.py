@@ -1,0 +1,105 @@
+"""Fetch for consumers: file ranges of whole batches below the high watermark, long poll.
+
+Records are returned as :class:`~odradek.storage.segment.FileRange` values, which the
+shell sends with ``sendfile`` where the socket allows; no batch is copied in Python on
+the way. A fetch that finds fewer than ``min_bytes`` waits (``AwaitData``) until new
+data is readable or ``max_wait_ms`` passes, and is then answered from scratch.
+
+Fetch sessions (KIP-227) are not kept: a session id of 0 in the answer tells the client
+to send full fetch requests, which every client supports.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.effects import AwaitData, Outcome, Reply
+from odradek.broker.state import BrokerState
+from odradek.core.errors import LogOfflineError, OffsetOutOfRangeError
+from odradek.protocol.api import RequestHeader
+from odradek.protocol.error_codes import ErrorCode
+from odradek.protocol.messages import FetchRequest, FetchResponse
+from odradek.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
+
+VERSIONS = (4, 16)
+TOPIC_IDS_VERSION = 13
+
+
+def handle_fetch(state: BrokerState, header: RequestHeader, request: FetchRequest) -> Outcome:
+    deadline = state.now_ms + max(request.max_wait_ms, 0)
+    return _attempt(state, header.request_api_version, request, deadline, timed_out=False)
+
+
+def _attempt(
+    state: BrokerState, version: int, request: FetchRequest, deadline: int, timed_out: bool
+) -> Outcome:
+    if request.replica_id >= 0 or request.replica_state.replica_id >= 0:
+        return Reply(FetchResponse(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER))
+    total = 0
+    budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+    responses: list[FetchableTopicResponse] = []
+    watched: set[tuple[str, int]] = set()
+    for topic in request.topics:
+        name = topic.topic
+        if version >= TOPIC_IDS_VERSION:
+            found = state.image.topics_by_id.get(topic.topic_id)
+            name = found.name if found is not None else ""
+        out = FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id)
+        responses.append(out)
+        for wanted in topic.partitions:
+            # Empty, not null: librdkafka rejects a null record set.
+            data = PartitionData(partition_index=wanted.partition, high_watermark=-1, records=b"")
+            out.partitions.append(data)
+            partition = state.partitions.get((name, wanted.partition))
+            if partition is None:
+                if version >= TOPIC_IDS_VERSION and not name:
+                    data.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                elif name in state.image.topics_by_name:
+                    data.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                else:
+                    data.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            epoch = wanted.current_leader_epoch
+            if epoch >= 0 and epoch != partition.leader_epoch:
+                data.error_code = (
+                    ErrorCode.FENCED_LEADER_EPOCH
+                    if epoch < partition.leader_epoch
+                    else ErrorCode.UNKNOWN_LEADER_EPOCH
+                )
+                data.current_leader.leader_id = state.settings.node_id
+                data.current_leader.leader_epoch = partition.leader_epoch
+                continue
+            log = partition.log
+            high_watermark = partition.high_watermark
+            data.high_watermark = high_watermark
+            data.last_stable_offset = high_watermark
+            data.log_start_offset = log.log_start_offset
+            watched.add(partition.key)
+            if wanted.fetch_offset > high_watermark:
+                # Above the high watermark but not above the log end: the data exists
+                # and will become readable; Kafka answers with no records, no error.
+                if wanted.fetch_offset > log.log_end_offset:
+                    data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                continue
+            if budget <= 0:
+                continue
+            limit = min(wanted.partition_max_bytes, budget)
+            try:
+                found_range = log.read(wanted.fetch_offset, max(limit, 1), high_watermark)
+            except OffsetOutOfRangeError:
+                data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                continue
+            except LogOfflineError as e:
+                data.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                del e
+                continue
+            if found_range is not None:
+                # The first batch goes whole even past the limits, so consumers progress.
+                data.records = found_range
+                total += found_range.length
+                budget -= found_range.length
+    if total >= request.min_bytes or timed_out or request.max_wait_ms <= 0 or not watched:
+        return Reply(FetchResponse(responses=responses, session_id=0))
+    return AwaitData(
+        frozenset(watched),
+        deadline,
+        lambda expired: _attempt(state, version, request, deadline, expired),
+    )

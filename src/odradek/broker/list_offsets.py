@@ -1,0 +1,103 @@
+"""ListOffsets: the earliest, latest or max-timestamp offset, or the first at a timestamp.
+
+Consumers see offsets up to the high watermark only. A lookup by timestamp finds the
+first batch whose max timestamp reaches it with the time index, then decodes that one
+batch to find the exact record: the only place the broker reads single records.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.effects import Outcome, Reply
+from odradek.broker.state import BrokerState
+from odradek.core.errors import LogOfflineError
+from odradek.protocol.api import RequestHeader
+from odradek.protocol.error_codes import ErrorCode
+from odradek.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
+from odradek.protocol.messages.list_offsets_response import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsTopicResponse,
+)
+from odradek.protocol.record_batch import decode_records
+from odradek.storage.log import PartitionLog
+
+VERSIONS = (1, 9)
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+LEADER_EPOCH_VERSION = 4
+
+
+def handle_list_offsets(
+    state: BrokerState, header: RequestHeader, request: ListOffsetsRequest
+) -> Outcome:
+    topics = []
+    for topic in request.topics:
+        out = ListOffsetsTopicResponse(name=topic.name)
+        topics.append(out)
+        for wanted in topic.partitions:
+            result = ListOffsetsPartitionResponse(partition_index=wanted.partition_index)
+            out.partitions.append(result)
+            partition = state.partitions.get((topic.name, wanted.partition_index))
+            if partition is None:
+                known = topic.name in state.image.topics_by_name
+                result.error_code = (
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    if known
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
+                continue
+            epoch = wanted.current_leader_epoch
+            if epoch >= 0 and epoch != partition.leader_epoch:
+                result.error_code = (
+                    ErrorCode.FENCED_LEADER_EPOCH
+                    if epoch < partition.leader_epoch
+                    else ErrorCode.UNKNOWN_LEADER_EPOCH
+                )
+                continue
+            log = partition.log
+            high_watermark = partition.high_watermark
+            if header.request_api_version >= LEADER_EPOCH_VERSION:
+                result.leader_epoch = partition.leader_epoch
+            try:
+                if wanted.timestamp == LATEST:
+                    result.offset = high_watermark
+                elif wanted.timestamp == EARLIEST:
+                    result.offset = log.log_start_offset
+                elif wanted.timestamp == MAX_TIMESTAMP:
+                    result.offset, result.timestamp = _max_timestamp(partition.log, high_watermark)
+                else:
+                    result.offset, result.timestamp = _at_timestamp(
+                        partition.log, wanted.timestamp, high_watermark
+                    )
+            except LogOfflineError:
+                result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            if result.offset >= 0 and wanted.timestamp in (LATEST, EARLIEST):
+                result.timestamp = -1
+            result.old_style_offsets = []
+    return Reply(ListOffsetsResponse(topics=topics))
+
+
+def _at_timestamp(log: PartitionLog, timestamp: int, high_watermark: int) -> tuple[int, int]:
+    found = log.offset_for_timestamp(timestamp)
+    if found is None or found.base_offset >= high_watermark:
+        return -1, -1
+    batch = log.read(found.base_offset, 1, high_watermark)
+    if batch is None:
+        return -1, -1
+    for record in decode_records(batch.read()):
+        offset = found.base_offset + record.offset_delta
+        if record.timestamp >= timestamp and offset >= log.log_start_offset:
+            return offset, record.timestamp
+    return -1, -1
+
+
+def _max_timestamp(log: PartitionLog, high_watermark: int) -> tuple[int, int]:
+    best = (-1, -1)
+    for segment in log.segments:
+        for h in segment.headers_from(0, segment.size):
+            if h.base_offset >= high_watermark:
+                return best
+            if h.max_timestamp > best[1]:
+                best = (h.base_offset + h.last_offset_delta, h.max_timestamp)
+    return best

@@ -1,0 +1,119 @@
+"""Produce: validate each partition's batches, append them, answer per ``acks``.
+
+acks=0 gets no response; acks=1 is answered once the leader's log holds the batches;
+acks=all (-1) is answered once the batches are in every in-sync replica and, by our
+default (``odradek.flush.before.ack``), fsynced: one group-commit flush covers many
+requests. Batches are checked by header and CRC only, never decoded record by record.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.effects import AwaitFlush, NoReply, Outcome, Reply
+from odradek.broker.state import BrokerState
+from odradek.core.errors import InvalidRecordBatchError, LogOfflineError
+from odradek.protocol.api import RequestHeader
+from odradek.protocol.error_codes import ErrorCode
+from odradek.protocol.messages import ProduceRequest, ProduceResponse
+from odradek.protocol.messages.produce_response import (
+    PartitionProduceResponse,
+    TopicProduceResponse,
+)
+from odradek.protocol.record_batch import BatchHeader, validate_batches
+
+VERSIONS = (3, 11)
+
+_CORRUPT = {"TRUNCATED", "BAD_LENGTH", "BAD_CRC"}
+
+
+def _problem_code(problem: str) -> ErrorCode:
+    return ErrorCode.CORRUPT_MESSAGE if problem in _CORRUPT else ErrorCode.INVALID_RECORD
+
+
+def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRequest) -> Outcome:
+    acks = request.acks
+    responses: list[TopicProduceResponse] = []
+    waits: dict[tuple[str, int], int] = {}
+    for topic in request.topic_data:
+        partitions = []
+        for data in topic.partition_data:
+            result = PartitionProduceResponse(index=data.index)
+            partitions.append(result)
+            if acks not in (0, 1, -1):
+                result.error_code = ErrorCode.INVALID_REQUIRED_ACKS
+                continue
+            if request.transactional_id is not None:
+                result.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                result.error_message = "transactions are not supported yet"
+                continue
+            key = (topic.name, data.index)
+            partition = state.partitions.get(key)
+            if partition is None:
+                known = topic.name in state.image.topics_by_name
+                result.error_code = (
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    if known
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
+                continue
+            records = data.records
+            if not isinstance(records, memoryview) or not len(records):
+                result.error_code = ErrorCode.CORRUPT_MESSAGE
+                result.error_message = "no record batches"
+                continue
+            try:
+                headers = validate_batches(records)
+            except InvalidRecordBatchError as e:
+                result.error_code = _problem_code(e.problem)
+                result.error_message = str(e)
+                continue
+            refusal = _refuse(state, headers)
+            if refusal is not None:
+                result.error_code, result.error_message = refusal
+                continue
+            try:
+                info = partition.log.append_as_leader(records, partition.leader_epoch, state.now_ms)
+            except LogOfflineError as e:
+                result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                result.error_message = str(e)
+                continue
+            result.base_offset = info.first_offset
+            result.log_start_offset = partition.log.log_start_offset
+            if acks == -1 and state.settings.flush_before_ack:
+                waits[key] = info.last_offset + 1
+        responses.append(TopicProduceResponse(name=topic.name, partition_responses=partitions))
+    response = ProduceResponse(responses=responses)
+    if acks == 0:
+        return NoReply()
+    if waits:
+        return AwaitFlush(waits, lambda: _after_flush(state, response, waits))
+    return Reply(response)
+
+
+def _refuse(state: BrokerState, headers: list[BatchHeader]) -> tuple[ErrorCode, str] | None:
+    for h in headers:
+        if h.size_in_bytes > state.settings.message_max_bytes:
+            return (
+                ErrorCode.MESSAGE_TOO_LARGE,
+                f"batch of {h.size_in_bytes} bytes exceeds message.max.bytes "
+                f"{state.settings.message_max_bytes}",
+            )
+        if h.is_control:
+            return ErrorCode.INVALID_RECORD, "clients may not write control batches"
+        if h.producer_id >= 0:
+            # Idempotent producers need InitProducerId, which we do not advertise yet:
+            # accepting the batch would accept duplicates silently.
+            return ErrorCode.UNKNOWN_PRODUCER_ID, "idempotent producers are not supported yet"
+    return None
+
+
+def _after_flush(
+    state: BrokerState, response: ProduceResponse, waits: dict[tuple[str, int], int]
+) -> Outcome:
+    for topic in response.responses:
+        for result in topic.partition_responses:
+            key = (topic.name, result.index)
+            partition = state.partitions.get(key)
+            if key in waits and (partition is None or partition.log.offline is not None):
+                result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                result.error_message = "the log went offline before the batch was flushed"
+    return Reply(response)

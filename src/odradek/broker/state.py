@@ -1,0 +1,56 @@
+"""The broker's view of the world that request handlers read: settings, the metadata image,
+and the partitions this node hosts. The shell owns it and updates it; handlers only read
+it and return effects (``odradek.broker.effects``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from odradek.broker.partition import LocalPartition
+from odradek.controller.image import MetadataImage
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSettings:
+    """What the handlers need from the server configuration."""
+
+    node_id: int
+    cluster_id: str
+    host: str
+    port: int
+    rack: str | None = None
+    num_partitions: int = 1
+    default_replication_factor: int | None = None
+    """None: min(3, live brokers), our safer default (Kafka's is 1)."""
+    auto_create_topics: bool = True
+    message_max_bytes: int = 1_048_588
+    flush_before_ack: bool = True
+
+
+def _accept_all(configs: dict[str, str]) -> dict[str, str]:
+    return dict(configs)
+
+
+@dataclass(slots=True)
+class BrokerState:
+    settings: BrokerSettings
+    image: MetadataImage
+    partitions: dict[tuple[str, int], LocalPartition] = field(default_factory=dict)
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    now_ms: int = 0
+    validate_topic_configs: Callable[[dict[str, str]], dict[str, str]] = _accept_all
+    """Raises ConfigError naming the key for an unknown key or a bad value."""
+
+    def live_brokers(self) -> list[int]:
+        live = {b.broker_id for b in self.image.brokers.values() if not b.fenced}
+        live.add(self.settings.node_id)
+        return sorted(live)
+
+    def default_replication_factor(self) -> int:
+        configured = self.settings.default_replication_factor
+        if configured is not None:
+            return configured
+        return min(3, len(self.live_brokers()))

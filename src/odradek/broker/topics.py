@@ -1,0 +1,220 @@
+"""CreateTopics, DeleteTopics and Metadata: the topic-level requests.
+
+Creation and deletion are decided by the controller's pure commands
+(``odradek.controller.topics``) and take effect when their records are committed to
+the metadata log and replayed (``CommitRecords``); the answer is built after that, so a
+client that is told a topic exists can use it at once.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from odradek.broker.effects import CommitRecords, Outcome, Reply
+from odradek.broker.state import BrokerState
+from odradek.controller.topics import NewTopic, create_topic, delete_topic
+from odradek.core.errors import ConfigError
+from odradek.protocol.api import RequestHeader
+from odradek.protocol.error_codes import ErrorCode
+from odradek.protocol.messages import (
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from odradek.protocol.messages.create_topics_response import CreatableTopicResult
+from odradek.protocol.messages.delete_topics_response import DeletableTopicResult
+from odradek.protocol.messages.metadata_response import (
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+
+CREATE_TOPICS_VERSIONS = (0, 7)
+DELETE_TOPICS_VERSIONS = (0, 6)
+METADATA_VERSIONS = (0, 12)
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+
+def handle_create_topics(
+    state: BrokerState, header: RequestHeader, request: CreateTopicsRequest
+) -> Outcome:
+    results: list[CreatableTopicResult] = []
+    records: list[Any] = []
+    pending: set[str] = set()
+    seen: dict[str, int] = {}
+    for topic in request.topics:
+        seen[topic.name] = seen.get(topic.name, 0) + 1
+    for topic in request.topics:
+        result = CreatableTopicResult(name=topic.name, error_message=None)
+        results.append(result)
+        if seen[topic.name] > 1:
+            result.error_code = ErrorCode.INVALID_REQUEST
+            result.error_message = f"topic {topic.name!r} appears more than once in the request"
+            continue
+        try:
+            configs = state.validate_topic_configs(
+                {c.name: c.value for c in topic.configs if c.value is not None}
+            )
+        except ConfigError as e:
+            result.error_code = ErrorCode.INVALID_CONFIG
+            result.error_message = str(e)
+            continue
+        outcome = create_topic(
+            state.image,
+            NewTopic(
+                name=topic.name,
+                num_partitions=topic.num_partitions,
+                replication_factor=topic.replication_factor,
+                assignments={a.partition_index: list(a.broker_ids) for a in topic.assignments}
+                or None,
+                configs=configs,
+            ),
+            state.live_brokers(),
+            default_partitions=state.settings.num_partitions,
+            default_replication_factor=state.default_replication_factor(),
+            rng=state.rng,
+            pending=pending,
+        )
+        result.error_code = outcome.error_code
+        result.error_message = outcome.error_message
+        if outcome.error_code != ErrorCode.NONE:
+            continue
+        result.num_partitions = outcome.num_partitions
+        result.replication_factor = outcome.replication_factor
+        result.topic_id = outcome.topic_id
+        pending.add(topic.name)
+        if not request.validate_only:
+            records += outcome.records
+    response = CreateTopicsResponse(topics=results)
+    if not records:
+        return Reply(response)
+    return CommitRecords(records, lambda: Reply(response))
+
+
+def handle_delete_topics(
+    state: BrokerState, header: RequestHeader, request: DeleteTopicsRequest
+) -> Outcome:
+    wanted: list[tuple[str | None, uuid.UUID | None]] = [
+        (name, None) for name in request.topic_names
+    ]
+    wanted += [(t.name, t.topic_id) for t in request.topics]
+    results: list[DeletableTopicResult] = []
+    records: list[Any] = []
+    for name, topic_id in wanted:
+        outcome = delete_topic(state.image, name, topic_id)
+        result = DeletableTopicResult(
+            name=name, topic_id=outcome.topic_id, error_code=outcome.error_code
+        )
+        if outcome.error_code != ErrorCode.NONE:
+            result.error_message = outcome.error_message
+        else:
+            found = state.image.topics_by_id[outcome.topic_id]
+            result.name = found.name
+            if found.name in INTERNAL_TOPICS:
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                result.error_message = f"{found.name} is an internal topic"
+                continue
+            records += outcome.records
+        results.append(result)
+    response = DeleteTopicsResponse(responses=results)
+    if not records:
+        return Reply(response)
+    return CommitRecords(records, lambda: Reply(response))
+
+
+def handle_metadata(state: BrokerState, header: RequestHeader, request: MetadataRequest) -> Outcome:
+    version = header.request_api_version
+    image = state.image
+    if request.topics is None or (version == 0 and not request.topics):
+        names: list[str | None] = list(sorted(image.topics_by_name))
+        by_id: dict[int, Any] = {}
+    else:
+        names = []
+        by_id = {}
+        for i, t in enumerate(request.topics):
+            if t.name is None and version >= 10:
+                found = image.topics_by_id.get(t.topic_id)
+                by_id[i] = found
+                names.append(found.name if found is not None else None)
+            else:
+                names.append(t.name)
+    allow_create = state.settings.auto_create_topics and (
+        version < 4 or request.allow_auto_topic_creation
+    )
+    missing = [n for n in names if n is not None and n not in image.topics_by_name]
+    if missing and allow_create:
+        records: list[Any] = []
+        pending: set[str] = set()
+        for name in dict.fromkeys(missing):
+            outcome = create_topic(
+                image,
+                NewTopic(name=name),
+                state.live_brokers(),
+                default_partitions=state.settings.num_partitions,
+                default_replication_factor=state.default_replication_factor(),
+                rng=state.rng,
+                pending=pending,
+            )
+            if outcome.error_code == ErrorCode.NONE:
+                pending.add(name)
+                records += outcome.records
+        if records:
+            return CommitRecords(records, lambda: Reply(_metadata_response(state, names, version)))
+    return Reply(_metadata_response(state, names, version))
+
+
+def _metadata_response(
+    state: BrokerState, names: list[str | None], version: int
+) -> MetadataResponse:
+    s = state.settings
+    image = state.image
+    brokers = [MetadataResponseBroker(node_id=s.node_id, host=s.host, port=s.port, rack=s.rack)]
+    for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
+        if b.broker_id != s.node_id and not b.fenced and b.endpoints:
+            _, host, port, _ = b.endpoints[0]
+            brokers.append(
+                MetadataResponseBroker(node_id=b.broker_id, host=host, port=port, rack=b.rack)
+            )
+    topics = []
+    for name in names:
+        topic = image.topics_by_name.get(name) if name is not None else None
+        if topic is None:
+            topics.append(
+                MetadataResponseTopic(
+                    name=name,
+                    error_code=(
+                        ErrorCode.UNKNOWN_TOPIC_ID
+                        if name is None
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                    ),
+                )
+            )
+            continue
+        partitions = []
+        for index in sorted(topic.partitions):
+            p = topic.partitions[index]
+            partitions.append(
+                MetadataResponsePartition(
+                    error_code=ErrorCode.NONE if p.leader >= 0 else ErrorCode.LEADER_NOT_AVAILABLE,
+                    partition_index=index,
+                    leader_id=p.leader,
+                    leader_epoch=p.leader_epoch,
+                    replica_nodes=list(p.replicas),
+                    isr_nodes=list(p.isr),
+                )
+            )
+        topics.append(
+            MetadataResponseTopic(
+                name=topic.name,
+                topic_id=topic.topic_id if version >= 10 else MetadataResponseTopic().topic_id,
+                is_internal=topic.name in INTERNAL_TOPICS,
+                partitions=partitions,
+            )
+        )
+    return MetadataResponse(
+        brokers=brokers, cluster_id=s.cluster_id, controller_id=s.node_id, topics=topics
+    )

@@ -1,0 +1,455 @@
+"""One Odradek node: the asyncio shell around the pure broker, controller and storage cores.
+
+It owns every effect: sockets, the real filesystem, the wall clock, timers. It
+
+* opens the log dir and recovers every partition, and replays the metadata log into the
+  metadata image (until the controller quorum exists, this node is the single voter of
+  its own metadata log: a record is committed once it is fsynced there);
+* serves requests one at a time per connection, in order, carrying each handler's
+  outcome through its effects (commit records, await a flush, await data);
+* runs group commit: appends wait for one shared flush, which then completes every
+  waiter it covers and wakes long-polling fetches;
+* runs retention and checkpoints in the background, and on SIGTERM stops accepting,
+  flushes, writes checkpoints and exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import random
+import signal
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.broker import fetch, list_offsets, produce, topics
+from odradek.broker.effects import AwaitData, AwaitFlush, CommitRecords, NoReply, Outcome, Reply
+from odradek.broker.partition import LocalPartition
+from odradek.broker.router import Close, Dispatch, Respond, Router
+from odradek.broker.state import BrokerSettings, BrokerState
+from odradek.controller.image import MetadataImage
+from odradek.core.errors import LogOfflineError, RemoteProtocolError
+from odradek.protocol.framing import FrameDecoder, size_prefix
+from odradek.protocol.messages import (
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    FetchRequest,
+    ListOffsetsRequest,
+    MetadataRequest,
+    ProduceRequest,
+)
+from odradek.protocol.metadata_record import decode_metadata_record, encode_metadata_record
+from odradek.protocol.primitives import Records
+from odradek.protocol.record_batch import Record, decode_records, encode_batch
+from odradek.shell.real_fs import RealFileSystem
+from odradek.storage.fs import FileSystem, join
+from odradek.storage.group_commit import FlushWaiters
+from odradek.storage.log import LogConfig, PartitionLog
+from odradek.storage.log_dir import LogDir
+from odradek.storage.segment import FileRange
+
+log = logging.getLogger("odradek.node")
+
+METADATA_TOPIC = "__cluster_metadata"
+TOPIC_RESOURCE = 2
+
+
+@dataclass(frozen=True, slots=True)
+class NodeConfig:
+    settings: BrokerSettings
+    log_dir: str
+    metadata_log_dir: str
+    listen_host: str
+    listen_port: int
+    log_config: LogConfig
+    max_frame_bytes: int = 104_857_600
+    retention_check_interval_ms: int = 300_000
+    checkpoint_interval_ms: int = 60_000
+    connections_max_idle_ms: int = 600_000
+    topic_log_config: Callable[[Mapping[str, str]], LogConfig] | None = None
+    """The log settings of a topic from its overrides; None: ``log_config`` for all."""
+    validate_topic_configs: Callable[[dict[str, str]], dict[str, str]] | None = None
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class Node:
+    def __init__(self, config: NodeConfig, fs: FileSystem | None = None) -> None:
+        self.config = config
+        self.fs: FileSystem = fs or RealFileSystem()
+        self.state = BrokerState(
+            settings=config.settings, image=MetadataImage(), rng=random.Random()
+        )
+        if config.validate_topic_configs is not None:
+            self.state.validate_topic_configs = config.validate_topic_configs
+        self.router = Router()
+        self._register()
+        self.log_dir: LogDir | None = None
+        self.metadata_log: PartitionLog | None = None
+        self._server: asyncio.Server | None = None
+        self._flush_waiters: FlushWaiters[tuple[tuple[str, int], asyncio.Future[None]]] = (
+            FlushWaiters()
+        )
+        self._pending_flush: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = {}
+        self._flush_wakeup = asyncio.Event()
+        self._data_waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self._connections: set[asyncio.Task[None]] = set()
+        self.port = config.listen_port
+
+    def _register(self) -> None:
+        s = self.state
+        r = self.router
+        r.register(
+            MetadataRequest.API_KEY,
+            topics.METADATA_VERSIONS,
+            lambda h, b: topics.handle_metadata(s, h, b),
+        )
+        r.register(
+            CreateTopicsRequest.API_KEY,
+            topics.CREATE_TOPICS_VERSIONS,
+            lambda h, b: topics.handle_create_topics(s, h, b),
+        )
+        r.register(
+            DeleteTopicsRequest.API_KEY,
+            topics.DELETE_TOPICS_VERSIONS,
+            lambda h, b: topics.handle_delete_topics(s, h, b),
+        )
+        r.register(
+            ProduceRequest.API_KEY, produce.VERSIONS, lambda h, b: produce.handle_produce(s, h, b)
+        )
+        r.register(FetchRequest.API_KEY, fetch.VERSIONS, lambda h, b: fetch.handle_fetch(s, h, b))
+        r.register(
+            ListOffsetsRequest.API_KEY,
+            list_offsets.VERSIONS,
+            lambda h, b: list_offsets.handle_list_offsets(s, h, b),
+        )
+
+    # --- Start and stop -------------------------------------------------------------
+
+    async def start(self) -> None:
+        cfg = self.config
+        now = now_ms()
+        # The metadata first: each topic's log settings come from its configs there.
+        metadata_dir = join(cfg.metadata_log_dir, f"{METADATA_TOPIC}-0")
+        if self.fs.exists(metadata_dir):
+            self.metadata_log = PartitionLog.open(self.fs, metadata_dir, LogConfig(), now)
+        else:
+            self.metadata_log = PartitionLog.create(self.fs, metadata_dir, LogConfig(), now)
+        self._replay_metadata_log()
+        self.log_dir = LogDir.open(
+            self.fs,
+            cfg.log_dir,
+            cluster_id=cfg.settings.cluster_id,
+            node_id=cfg.settings.node_id,
+            config_for=self._log_config_for,
+            now_ms=now,
+            skip=(f"{METADATA_TOPIC}-0",),
+        )
+        self._sync_partitions()
+        self._server = await asyncio.start_server(self._serve, cfg.listen_host, cfg.listen_port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        if cfg.settings.port == 0:
+            # Listening on an ephemeral port: advertise the one we got.
+            self.state.settings = dataclasses.replace(cfg.settings, port=self.port)
+        self._tasks = [
+            asyncio.create_task(self._flusher()),
+            asyncio.create_task(self._housekeeping()),
+        ]
+        log.info(
+            "node %d serving on %s:%d (cluster %s)",
+            cfg.settings.node_id,
+            cfg.listen_host,
+            self.port,
+            cfg.settings.cluster_id,
+        )
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        for task in [*self._connections, *self._tasks]:
+            task.cancel()
+        for task in [*self._connections, *self._tasks]:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._flush_all()
+        if self.log_dir is not None:
+            self.log_dir.checkpoint()
+            self.log_dir.close()
+        if self.metadata_log is not None:
+            self.metadata_log.close()
+        log.info("node %d stopped", self.config.settings.node_id)
+
+    # --- Metadata -------------------------------------------------------------------
+
+    def _log_config_for(self, topic: str) -> LogConfig:
+        if self.config.topic_log_config is None:
+            return self.config.log_config
+        overrides = self.state.image.configs.get((TOPIC_RESOURCE, topic), {})
+        return self.config.topic_log_config(overrides)
+
+    def _replay_metadata_log(self) -> None:
+        assert self.metadata_log is not None
+        offset = self.metadata_log.log_start_offset
+        end = self.metadata_log.log_end_offset
+        while offset < end:
+            found = self.metadata_log.read(offset, 1 << 20)
+            if found is None:
+                break
+            data = found.read()
+            pos = 0
+            while pos < len(data):
+                base = int.from_bytes(data[pos : pos + 8], "big", signed=True)
+                length = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True) + 12
+                for record in decode_records(data[pos : pos + length]):
+                    assert record.value is not None
+                    body, _ = decode_metadata_record(record.value)
+                    self.state.image.replay(body, base + record.offset_delta)
+                    offset = base + record.offset_delta + 1
+                pos += length
+
+    def _commit(self, records: list[Any]) -> None:
+        """Append records to the metadata log, fsync them, then replay them."""
+        assert self.metadata_log is not None
+        now = now_ms()
+        batch = bytearray(
+            encode_batch(
+                [
+                    Record(offset_delta=i, timestamp=now, value=encode_metadata_record(r))
+                    for i, r in enumerate(records)
+                ]
+            )
+        )
+        info = self.metadata_log.append_as_leader(memoryview(batch), 0, now)
+        self.metadata_log.flush(now)
+        for i, record in enumerate(records):
+            self.state.image.replay(record, info.first_offset + i)
+        self._sync_partitions()
+
+    def _sync_partitions(self) -> None:
+        """Host exactly the partitions the image assigns to this node."""
+        assert self.log_dir is not None
+        me = self.config.settings.node_id
+        wanted: dict[tuple[str, int], Any] = {}
+        for topic in self.state.image.topics_by_name.values():
+            for index, p in topic.partitions.items():
+                if me in p.replicas:
+                    wanted[(topic.name, index)] = (topic, p)
+        for key in list(self.state.partitions):
+            if key not in wanted:
+                del self.state.partitions[key]
+                if key in self.log_dir.logs:
+                    self.log_dir.delete_log(*key)
+        now = now_ms()
+        for key, (topic, p) in wanted.items():
+            partition_log = self.log_dir.logs.get(key)
+            if partition_log is not None and partition_log.topic_id not in (None, topic.topic_id):
+                # A topic deleted and created again under the same name: a new log.
+                self.log_dir.delete_log(*key)
+                partition_log = None
+            if partition_log is None:
+                partition_log = self.log_dir.create_log(
+                    key[0], key[1], self._log_config_for(key[0]), now, topic.topic_id
+                )
+            current = self.state.partitions.get(key)
+            if current is None or current.leader_epoch != p.leader_epoch:
+                self.state.partitions[key] = LocalPartition(
+                    topic=key[0],
+                    index=key[1],
+                    topic_id=topic.topic_id,
+                    log=partition_log,
+                    leader_epoch=p.leader_epoch,
+                    flush_before_ack=self.config.settings.flush_before_ack,
+                )
+
+    # --- Requests -------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        peername = writer.get_extra_info("peername")
+        peer = f"{peername[0]}:{peername[1]}" if peername else "?"
+        decoder = FrameDecoder(self.config.max_frame_bytes)
+        idle = self.config.connections_max_idle_ms / 1000
+        try:
+            while True:
+                try:
+                    data = await asyncio.wait_for(reader.read(1 << 20), idle)
+                except TimeoutError:
+                    log.info("closing idle connection from %s", peer)
+                    return
+                if not data:
+                    return
+                try:
+                    frames = decoder.feed(data)
+                except RemoteProtocolError as e:
+                    log.warning("closing connection from client %s: %s", peer, e)
+                    return
+                for payload in frames:
+                    routed = self.router.handle(payload, peer)
+                    if isinstance(routed, Close):
+                        log.warning("closing connection: %s", routed.reason)
+                        return
+                    if isinstance(routed, Respond):
+                        await self._send(writer, routed.chunks)
+                        continue
+                    response = await self._carry(routed)
+                    if response is not None:
+                        chunks = Router.encode(routed.header, response, routed.response_version)
+                        await self._send(writer, chunks)
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except asyncio.CancelledError:
+            pass  # the node is stopping; the connection closes below
+        except Exception:
+            # A bug in a handler or in encoding: say so loudly, drop this connection,
+            # keep serving the others.
+            log.exception("closing connection from %s after an internal error", peer)
+        finally:
+            self._connections.discard(task)
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+    async def _carry(self, dispatch: Dispatch) -> Any:
+        outcome: Outcome = dispatch.outcome
+        while True:
+            if isinstance(outcome, Reply):
+                return outcome.response
+            if isinstance(outcome, NoReply):
+                return None
+            self.state.now_ms = now_ms()
+            if isinstance(outcome, CommitRecords):
+                self._commit(outcome.records)
+                outcome = outcome.then()
+            elif isinstance(outcome, AwaitFlush):
+                await self._await_flush(outcome.offsets)
+                outcome = outcome.then()
+            elif isinstance(outcome, AwaitData):
+                timed_out = await self._await_data(outcome.partitions, outcome.deadline_ms)
+                self.state.now_ms = now_ms()
+                outcome = outcome.then(timed_out)
+
+    async def _send(self, writer: asyncio.StreamWriter, chunks: list[Records]) -> None:
+        size = sum(len(c) for c in chunks)
+        pending: list[bytes | bytearray | memoryview] = [size_prefix(size)]
+        loop = asyncio.get_running_loop()
+        for chunk in chunks:
+            if isinstance(chunk, bytes | bytearray | memoryview):
+                pending.append(chunk)
+                continue
+            fd = chunk.handle.fileno() if isinstance(chunk, FileRange) else None
+            if fd is None or not isinstance(chunk, FileRange):
+                pending.append(chunk.read())
+                continue
+            writer.writelines(pending)
+            pending = []
+            await writer.drain()
+            with open(fd, "rb", buffering=0, closefd=False) as file:
+                await loop.sendfile(writer.transport, file, chunk.position, chunk.length)
+        writer.writelines(pending)
+        await writer.drain()
+
+    # --- Group commit and long polls ---------------------------------------------------
+
+    async def _await_flush(self, offsets: dict[tuple[str, int], int]) -> None:
+        loop = asyncio.get_running_loop()
+        futures = []
+        for key, offset in offsets.items():
+            future: asyncio.Future[None] = loop.create_future()
+            self._pending_flush.setdefault(key, []).append((offset, future))
+            futures.append(future)
+        self._flush_wakeup.set()
+        await asyncio.gather(*futures)
+
+    async def _flusher(self) -> None:
+        """One flush per wake-up covers every append since the last: group commit."""
+        while True:
+            await self._flush_wakeup.wait()
+            self._flush_wakeup.clear()
+            # Let every request already read from the sockets append first.
+            await asyncio.sleep(0)
+            self._flush_all()
+
+    def _flush_all(self) -> None:
+        now = now_ms()
+        pending, self._pending_flush = self._pending_flush, {}
+        touched: list[tuple[str, int]] = []
+        for partition in list(self.state.partitions.values()):
+            partition_log = partition.log
+            if partition_log.offline is not None:
+                continue
+            if partition_log.recovery_point < partition_log.log_end_offset:
+                try:
+                    partition_log.flush(now)
+                except LogOfflineError as e:
+                    log.error("%s", e)
+                touched.append(partition.key)
+        for waiters in pending.values():
+            for _, future in waiters:
+                if not future.done():
+                    future.set_result(None)
+        for key in touched:
+            for future in self._data_waiters.pop(key, set()):
+                if not future.done():
+                    future.set_result(None)
+
+    async def _await_data(self, partitions: frozenset[tuple[str, int]], deadline_ms: int) -> bool:
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        for key in partitions:
+            self._data_waiters.setdefault(key, set()).add(future)
+        if not self.config.settings.flush_before_ack:
+            self._flush_wakeup.set()
+        try:
+            await asyncio.wait_for(future, max(deadline_ms - now_ms(), 0) / 1000)
+            return False
+        except TimeoutError:
+            return True
+        finally:
+            for key in partitions:
+                self._data_waiters.get(key, set()).discard(future)
+
+    async def _housekeeping(self) -> None:
+        """Retention, flush policy and checkpoints, on their intervals."""
+        cfg = self.config
+        last_retention = last_checkpoint = now_ms()
+        while True:
+            await asyncio.sleep(0.5)
+            now = now_ms()
+            if any(p.log.needs_flush(now) for p in self.state.partitions.values()):
+                self._flush_wakeup.set()
+            if now - last_retention >= cfg.retention_check_interval_ms:
+                last_retention = now
+                for partition in self.state.partitions.values():
+                    if partition.log.offline is None:
+                        with contextlib.suppress(LogOfflineError):
+                            partition.log.delete_old_segments(now, partition.high_watermark)
+            if now - last_checkpoint >= cfg.checkpoint_interval_ms and self.log_dir is not None:
+                last_checkpoint = now
+                self.log_dir.checkpoint()
+                self.log_dir.checkpoint_high_watermarks(
+                    {k: p.high_watermark for k, p in self.state.partitions.items()}
+                )
+
+
+async def run_node(config: NodeConfig, ready: asyncio.Event | None = None) -> None:
+    """Run until SIGINT or SIGTERM, then stop cleanly."""
+    node = Node(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await node.start()
+    print(f"bootstrap.servers={node.state.settings.host}:{node.port}", flush=True)
+    if ready is not None:
+        ready.set()
+    await stop.wait()
+    await node.stop()
