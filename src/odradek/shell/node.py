@@ -48,7 +48,7 @@ from odradek.protocol.record_batch import Record, decode_records, encode_batch
 from odradek.shell.real_fs import RealFileSystem
 from odradek.storage.fs import FileSystem, join
 from odradek.storage.group_commit import FlushWaiters
-from odradek.storage.log import LogConfig, PartitionLog
+from odradek.storage.log import FlushTicket, LogConfig, PartitionLog
 from odradek.storage.log_dir import LogDir
 from odradek.storage.segment import FileRange
 
@@ -97,6 +97,10 @@ class Node:
             FlushWaiters()
         )
         self._pending_flush: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = {}
+        self._covered_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = {}
+        # Held while fsyncs run on a worker thread: nothing may close or cut a log's
+        # files meanwhile (retention, topic deletion).
+        self._io_lock = asyncio.Lock()
         self._flush_wakeup = asyncio.Event()
         self._data_waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -214,7 +218,11 @@ class Node:
                     offset = base + record.offset_delta + 1
                 pos += length
 
-    def _commit(self, records: list[Any]) -> None:
+    async def _commit(self, records: list[Any]) -> None:
+        async with self._io_lock:
+            self._commit_now(records)
+
+    def _commit_now(self, records: list[Any]) -> None:
         """Append records to the metadata log, fsync them, then replay them."""
         assert self.metadata_log is not None
         now = now_ms()
@@ -327,7 +335,7 @@ class Node:
                 return None
             self.state.now_ms = now_ms()
             if isinstance(outcome, CommitRecords):
-                self._commit(outcome.records)
+                await self._commit(outcome.records)
                 outcome = outcome.then()
             elif isinstance(outcome, AwaitFlush):
                 await self._await_flush(outcome.offsets)
@@ -376,28 +384,59 @@ class Node:
             self._flush_wakeup.clear()
             # Let every request already read from the sockets append first.
             await asyncio.sleep(0)
-            self._flush_all()
+            await self._flush_in_thread()
 
     def _flush_all(self) -> None:
-        now = now_ms()
-        pending, self._pending_flush = self._pending_flush, {}
-        touched: list[tuple[str, int]] = []
+        """Flush on this thread (at stop, when nothing else runs)."""
+        tickets = self._begin_flushes()
+        for partition, ticket in tickets:
+            try:
+                ticket.run()
+            except OSError as e:
+                log.error("%s", partition.log.fail_flush(ticket, e))
+        self._finish_flushes(tickets)
+
+    async def _flush_in_thread(self) -> None:
+        """Group commit: the fsyncs of every dirty log run on a worker thread while the
+        event loop goes on accepting appends (which the next flush covers)."""
+        async with self._io_lock:
+            tickets = self._begin_flushes()
+            if not tickets and not self._pending_flush:
+                return
+            failures = await asyncio.to_thread(_run_tickets, tickets)
+            for partition, ticket in tickets:
+                error = failures.get(id(ticket))
+                if error is not None:
+                    log.error("%s", partition.log.fail_flush(ticket, error))
+            self._finish_flushes(tickets)
+
+    def _begin_flushes(self) -> list[tuple[LocalPartition, FlushTicket]]:
+        tickets = []
         for partition in list(self.state.partitions.values()):
             partition_log = partition.log
             if partition_log.offline is not None:
                 continue
             if partition_log.recovery_point < partition_log.log_end_offset:
                 try:
-                    partition_log.flush(now)
+                    tickets.append((partition, partition_log.begin_flush()))
                 except LogOfflineError as e:
                     log.error("%s", e)
-                touched.append(partition.key)
-        for waiters in pending.values():
+        # Waiters registered from here on need a later flush.
+        self._covered_waiters, self._pending_flush = self._pending_flush, {}
+        return tickets
+
+    def _finish_flushes(self, tickets: list[tuple[LocalPartition, FlushTicket]]) -> None:
+        now = now_ms()
+        for partition, ticket in tickets:
+            if partition.log.offline is None:
+                partition.log.finish_flush(ticket, now)
+        for waiters in self._covered_waiters.values():
             for _, future in waiters:
                 if not future.done():
                     future.set_result(None)
-        for key in touched:
-            for future in self._data_waiters.pop(key, set()):
+        self._covered_waiters = {}
+        for partition, _ in tickets:
+            for future in self._data_waiters.pop(partition.key, set()):
                 if not future.done():
                     future.set_result(None)
 
@@ -428,10 +467,11 @@ class Node:
                 self._flush_wakeup.set()
             if now - last_retention >= cfg.retention_check_interval_ms:
                 last_retention = now
-                for partition in self.state.partitions.values():
-                    if partition.log.offline is None:
-                        with contextlib.suppress(LogOfflineError):
-                            partition.log.delete_old_segments(now, partition.high_watermark)
+                async with self._io_lock:
+                    for partition in self.state.partitions.values():
+                        if partition.log.offline is None:
+                            with contextlib.suppress(LogOfflineError):
+                                partition.log.delete_old_segments(now, partition.high_watermark)
             if now - last_checkpoint >= cfg.checkpoint_interval_ms and self.log_dir is not None:
                 last_checkpoint = now
                 self.log_dir.checkpoint()
@@ -453,3 +493,14 @@ async def run_node(config: NodeConfig, ready: asyncio.Event | None = None) -> No
         ready.set()
     await stop.wait()
     await node.stop()
+
+
+def _run_tickets(tickets: list[tuple[LocalPartition, FlushTicket]]) -> dict[int, OSError]:
+    """On a worker thread: run each ticket's fsyncs; collect failures by ticket."""
+    failures: dict[int, OSError] = {}
+    for _, ticket in tickets:
+        try:
+            ticket.run()
+        except OSError as e:
+            failures[id(ticket)] = e
+    return failures

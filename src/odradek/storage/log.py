@@ -44,7 +44,7 @@ from odradek.storage.checkpoint import (
     write_leader_epoch_checkpoint,
     write_partition_metadata,
 )
-from odradek.storage.fs import FileSystem, basename, dirname, join
+from odradek.storage.fs import FileHandle, FileSystem, basename, dirname, join
 from odradek.storage.index import OFFSET_ENTRY, TIME_ENTRY
 from odradek.storage.leader_epoch import LeaderEpochCache
 from odradek.storage.segment import FileRange, LogSegment
@@ -70,6 +70,28 @@ class LogConfig:
     flush_messages: int = 2**63 - 1
     flush_ms: int = 2**63 - 1
     quarantine_max_bytes: int = 1_073_741_824
+
+
+@dataclass(frozen=True, slots=True)
+class FlushTicket:
+    """The fsyncs one flush needs, separable from the log so a thread can run them.
+
+    Between :meth:`PartitionLog.begin_flush` and :meth:`PartitionLog.finish_flush` the
+    owner must not close or delete the log's files (no retention, truncation or topic
+    deletion): a handle closed under a running fsync would fail it.
+    """
+
+    fs: FileSystem
+    handles: list[FileHandle]
+    directory: str | None
+    end: int
+    messages: int
+
+    def run(self) -> None:
+        for handle in self.handles:
+            handle.fsync()
+        if self.directory is not None:
+            self.fs.fsync_dir(self.directory)
 
 
 @dataclass(frozen=True, slots=True)
@@ -400,14 +422,44 @@ class PartitionLog:
         return self.recovery_point
 
     def _flush_all(self) -> None:
-        end = self.log_end_offset
+        ticket = self.begin_flush()
+        ticket.run()
+        self._finish(ticket)
+
+    @_guarded
+    def begin_flush(self) -> FlushTicket:
+        """Start a flush whose fsyncs may run on another thread (see :class:`FlushTicket`).
+
+        Everything appended before this call is covered. Appends may continue while the
+        ticket runs; they mark their segment unflushed again for the next flush.
+        """
+        handles = []
         for segment in self.segments:
-            segment.flush()
-        if self._dir_dirty:
-            self.fs.fsync_dir(self.directory)
-            self._dir_dirty = False
-        self.recovery_point = end
+            if segment.unflushed:
+                segment.unflushed = False
+                handles.append(segment.log)
+        directory = self.directory if self._dir_dirty else None
+        self._dir_dirty = False
+        covered = self.unflushed_messages
         self.unflushed_messages = 0
+        return FlushTicket(self.fs, handles, directory, self.log_end_offset, covered)
+
+    @_guarded
+    def finish_flush(self, ticket: FlushTicket, now_ms: int) -> int:
+        """Record a completed ticket: its end offset is now durable."""
+        self._finish(ticket)
+        self.last_flush_ms = now_ms
+        return self.recovery_point
+
+    def fail_flush(self, ticket: FlushTicket, error: OSError) -> LogOfflineError:
+        """A ticket's fsync failed: the log goes offline (an fsync is never retried)."""
+        self.offline = f"flush failed: {error}"
+        log.error("partition %s is offline: %s", self.directory, self.offline)
+        return LogOfflineError(self.directory, self.offline)
+
+    def _finish(self, ticket: FlushTicket) -> None:
+        # Never past the log end: a truncation (or a recovery) may have cut below it.
+        self.recovery_point = min(max(self.recovery_point, ticket.end), self.log_end_offset)
 
     # --- Reading --------------------------------------------------------------------
 
