@@ -241,3 +241,38 @@ def test_unknown_topic_without_auto_create_errors(node: NodeProcess) -> None:
     error = metadata.topics["never-created-here"].error
     assert error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART
     consumer.close()
+
+
+def test_confluent_admin_configs_partitions_and_delete_records(node: NodeProcess) -> None:
+    from confluent_kafka.admin import ConfigResource, NewPartitions
+
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    create_topic(node.bootstrap, "admin", partitions=1)
+    resource = ConfigResource(ConfigResource.Type.TOPIC, "admin")
+    configs = admin.describe_configs([resource])[resource].result(15)
+    assert configs["retention.ms"].value == "604800000"
+    assert configs["retention.ms"].is_default
+    altered = ConfigResource(
+        ConfigResource.Type.TOPIC, "admin", set_config={"retention.ms": "3600000"}
+    )
+    admin.alter_configs([altered])[altered].result(15)
+    configs = admin.describe_configs([resource])[resource].result(15)
+    assert configs["retention.ms"].value == "3600000"
+    assert not configs["retention.ms"].is_default
+    bad = ConfigResource(ConfigResource.Type.TOPIC, "admin", set_config={"retention.ms": "soon"})
+    with pytest.raises(KafkaException):
+        admin.alter_configs([bad])[bad].result(15)
+
+    admin.create_partitions([NewPartitions("admin", 3)])["admin"].result(15)
+    assert len(admin.list_topics(timeout=10).topics["admin"].partitions) == 3
+
+    producer = Producer({"bootstrap.servers": node.bootstrap})
+    for i in range(10):
+        producer.produce("admin", value=b"%d" % i, partition=0)
+    assert producer.flush(15) == 0
+    deleted = admin.delete_records([TopicPartition("admin", 0, 4)])
+    for future in deleted.values():
+        assert future.result(15).low_watermark == 4
+    consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "unused"})
+    assert consumer.get_watermark_offsets(TopicPartition("admin", 0), timeout=10) == (4, 10)
+    consumer.close()

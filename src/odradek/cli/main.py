@@ -5,21 +5,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import socket
 import uuid
 
 import click
 
 from odradek import __version__
 from odradek.broker.config import ServerConfig
-from odradek.broker.state import BrokerSettings
 from odradek.core.errors import ConfigError, CorruptLogError
 from odradek.core.kafka_uuid import from_kafka_str, to_kafka_str
 from odradek.shell.boot import node_config
-from odradek.shell.node import NodeConfig, run_node
+from odradek.shell.node import run_node
 from odradek.shell.real_fs import RealFileSystem
 from odradek.storage.checkpoint import META_PROPERTIES, MetaProperties, read_meta_properties
 from odradek.storage.fs import join
-from odradek.storage.log import LogConfig
 from odradek.storage.log_dir import format_log_dir
 
 
@@ -41,36 +40,57 @@ def main() -> None:
     help="Where the nodes keep their data; reused on the next run.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=9092, show_default=True, help="Port of the first node.")
+@click.option("--port", default=9092, show_default=True, help="Port of the first node (0: any).")
 def dev(nodes: int, directory: str, host: str, port: int) -> None:
     """Run a local cluster for development, formatting its data dir the first time.
 
-    Prints ``bootstrap.servers=HOST:PORT`` once it serves. Ctrl-C stops it cleanly;
-    running it again restarts the same cluster from its data.
+    Writes the node's server.properties into its data dir (the same file
+    `odradek server --config` takes), prints ``bootstrap.servers=HOST:PORT`` once it
+    serves. Ctrl-C stops it cleanly; running it again restarts it from its data.
     """
     if nodes != 1:
         raise click.UsageError("only --nodes 1 is available until replication lands")
     fs = RealFileSystem()
     node_dir = join(os.path.abspath(directory), "node-1")
+    fs.makedirs(node_dir)
+    controller_port = _free_port(host)
+    text = (
+        "# Written by odradek dev; odradek server --config takes the same file.\n"
+        "process.roles=broker,controller\n"
+        "node.id=1\n"
+        f"listeners=PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}\n"
+        "controller.listener.names=CONTROLLER\n"
+        f"controller.quorum.voters=1@{host}:{controller_port}\n"
+        f"log.dirs={node_dir}\n"
+    )
+    with open(join(node_dir, "server.properties"), "w", encoding="utf-8") as f:
+        f.write(text)
+    try:
+        server_config = ServerConfig.load(text)
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
     meta_path = join(node_dir, META_PROPERTIES)
     if fs.exists(meta_path):
         meta = read_meta_properties(fs, meta_path)
     else:
-        fs.makedirs(node_dir)
         meta = MetaProperties(
             cluster_id=to_kafka_str(uuid.uuid4()), node_id=1, directory_id=uuid.uuid4()
         )
         format_log_dir(fs, node_dir, meta)
-        click.echo(f"formatted {node_dir} for cluster {meta.cluster_id}")
-    config = NodeConfig(
-        settings=BrokerSettings(node_id=1, cluster_id=meta.cluster_id, host=host, port=port),
-        log_dir=node_dir,
-        metadata_log_dir=node_dir,
-        listen_host=host,
-        listen_port=port,
-        log_config=LogConfig(),
-    )
+        click.echo(f"formatted {node_dir} for cluster {meta.cluster_id}", err=True)
+    try:
+        config = node_config(server_config, meta.cluster_id)
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
     asyncio.run(run_node(config))
+
+
+def _free_port(host: str) -> int:
+    # The controller listener is not served yet; it still needs a real, distinct port.
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def _load_config(path: str, overrides: tuple[str, ...]) -> ServerConfig:

@@ -81,6 +81,7 @@ def node_config(server: ServerConfig, cluster_id: str) -> NodeConfig:
         connections_max_idle_ms=server.connections_max_idle_ms,
         topic_log_config=lambda overrides: topic_log_config(server, overrides),
         validate_topic_configs=lambda overrides: _validated(server, overrides),
+        server=server,
     )
 
 

@@ -26,7 +26,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.broker import fetch, list_offsets, produce, topics
+from odradek.broker import (
+    cluster,
+    configs,
+    fetch,
+    list_offsets,
+    partitions_admin,
+    produce,
+    topics,
+)
+from odradek.broker.config import ServerConfig
 from odradek.broker.effects import AwaitData, AwaitFlush, CommitRecords, NoReply, Outcome, Reply
 from odradek.broker.partition import LocalPartition
 from odradek.broker.router import Close, Dispatch, Respond, Router
@@ -35,9 +44,15 @@ from odradek.controller.image import MetadataImage
 from odradek.core.errors import LogOfflineError, RemoteProtocolError
 from odradek.protocol.framing import FrameDecoder, size_prefix
 from odradek.protocol.messages import (
+    AlterConfigsRequest,
+    CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteRecordsRequest,
     DeleteTopicsRequest,
+    DescribeClusterRequest,
+    DescribeConfigsRequest,
     FetchRequest,
+    IncrementalAlterConfigsRequest,
     ListOffsetsRequest,
     MetadataRequest,
     ProduceRequest,
@@ -73,6 +88,8 @@ class NodeConfig:
     topic_log_config: Callable[[Mapping[str, str]], LogConfig] | None = None
     """The log settings of a topic from its overrides; None: ``log_config`` for all."""
     validate_topic_configs: Callable[[dict[str, str]], dict[str, str]] | None = None
+    server: ServerConfig | None = None
+    """The server configuration, for the admin APIs that describe it."""
 
 
 def now_ms() -> int:
@@ -133,6 +150,39 @@ class Node:
             ListOffsetsRequest.API_KEY,
             list_offsets.VERSIONS,
             lambda h, b: list_offsets.handle_list_offsets(s, h, b),
+        )
+        r.register(
+            DescribeClusterRequest.API_KEY,
+            cluster.DESCRIBE_CLUSTER_VERSIONS,
+            lambda h, b: cluster.handle_describe_cluster(s, h, b),
+        )
+        r.register(
+            CreatePartitionsRequest.API_KEY,
+            partitions_admin.CREATE_PARTITIONS_VERSIONS,
+            lambda h, b: partitions_admin.handle_create_partitions(s, h, b),
+        )
+        server = self.config.server
+        if server is None:
+            return
+        r.register(
+            DeleteRecordsRequest.API_KEY,
+            partitions_admin.DELETE_RECORDS_VERSIONS,
+            lambda h, b: partitions_admin.handle_delete_records(s, server, h, b),
+        )
+        r.register(
+            DescribeConfigsRequest.API_KEY,
+            configs.DESCRIBE_CONFIGS_VERSIONS,
+            lambda h, b: configs.handle_describe_configs(s, server, h, b),
+        )
+        r.register(
+            AlterConfigsRequest.API_KEY,
+            configs.ALTER_CONFIGS_VERSIONS,
+            lambda h, b: configs.handle_alter_configs(s, server, h, b),
+        )
+        r.register(
+            IncrementalAlterConfigsRequest.API_KEY,
+            configs.INCREMENTAL_ALTER_CONFIGS_VERSIONS,
+            lambda h, b: configs.handle_incremental_alter_configs(s, server, h, b),
         )
 
     # --- Start and stop -------------------------------------------------------------
@@ -265,6 +315,8 @@ class Node:
                 partition_log = self.log_dir.create_log(
                     key[0], key[1], self._log_config_for(key[0]), now, topic.topic_id
                 )
+            # Topic config changes (AlterConfigs) apply to the running log at once.
+            partition_log.config = self._log_config_for(key[0])
             current = self.state.partitions.get(key)
             if current is None or current.leader_epoch != p.leader_epoch:
                 self.state.partitions[key] = LocalPartition(
