@@ -50,4 +50,14 @@ class AwaitData:
     then: Callable[[bool], Outcome]
 
 
-Outcome = Reply | NoReply | CommitRecords | AwaitFlush | AwaitData
+@dataclass(frozen=True, slots=True)
+class GroupCall:
+    """Hand a group request (JoinGroup, OffsetCommit, ...) to the group coordinator, which
+    answers it now or later (after a rebalance, or once its records are durable)."""
+
+    request: Any
+    version: int
+    client_id: str
+
+
+Outcome = Reply | NoReply | CommitRecords | AwaitFlush | AwaitData | GroupCall

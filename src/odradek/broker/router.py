@@ -50,6 +50,7 @@ class Dispatch:
     header: RequestHeader
     outcome: Outcome
     response_version: int
+    peer: str = "?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +103,7 @@ class Router:
             _, body = decode_request(payload, allow_trailing=True)
         except RemoteProtocolError as e:
             return Close(f"{who}: malformed {REQUESTS[key].NAME} v{version}: {e}")
-        return Dispatch(header, handler(header, body), version)
+        return Dispatch(header, handler(header, body), version, peer)
 
     @staticmethod
     def encode(header: RequestHeader, response: Any, version: int) -> list[Records]:

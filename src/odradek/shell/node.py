@@ -30,18 +30,30 @@ from odradek.broker import (
     cluster,
     configs,
     fetch,
+    groups,
     list_offsets,
     partitions_admin,
     produce,
     topics,
 )
 from odradek.broker.config import ServerConfig
-from odradek.broker.effects import AwaitData, AwaitFlush, CommitRecords, NoReply, Outcome, Reply
+from odradek.broker.effects import (
+    AwaitData,
+    AwaitFlush,
+    CommitRecords,
+    GroupCall,
+    NoReply,
+    Outcome,
+    Reply,
+)
 from odradek.broker.partition import LocalPartition
 from odradek.broker.router import Close, Dispatch, Respond, Router
 from odradek.broker.state import BrokerSettings, BrokerState
 from odradek.controller.image import MetadataImage
+from odradek.coordinator import API_VERSIONS as GROUP_API_VERSIONS
+from odradek.coordinator import GroupConfig, GroupCoordinator, Output, Write
 from odradek.core.errors import LogOfflineError, RemoteProtocolError
+from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.framing import FrameDecoder, size_prefix
 from odradek.protocol.messages import (
     AlterConfigsRequest,
@@ -52,6 +64,7 @@ from odradek.protocol.messages import (
     DescribeClusterRequest,
     DescribeConfigsRequest,
     FetchRequest,
+    FindCoordinatorRequest,
     IncrementalAlterConfigsRequest,
     ListOffsetsRequest,
     MetadataRequest,
@@ -121,6 +134,19 @@ class Node:
         self._flush_wakeup = asyncio.Event()
         self._data_waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        server = config.server
+        self.group_config = (
+            GroupConfig.from_values(server.values) if server is not None else GroupConfig()
+        )
+        self.offsets_topic_replication_factor = (
+            server.offsets_topic_replication_factor if server is not None else 3
+        )
+        self.groups = GroupCoordinator(
+            self.group_config, rng=random.Random(), owned_partitions=[], now_ms=now_ms()
+        )
+        self._group_waiters: dict[object, asyncio.Future[Any]] = {}
+        self._group_timer_wakeup = asyncio.Event()
+        self._loaded_offsets_partitions: set[int] = set()
         self._connections: set[asyncio.Task[None]] = set()
         self.port = config.listen_port
 
@@ -161,6 +187,19 @@ class Node:
             partitions_admin.CREATE_PARTITIONS_VERSIONS,
             lambda h, b: partitions_admin.handle_create_partitions(s, h, b),
         )
+        r.register(
+            FindCoordinatorRequest.API_KEY,
+            groups.FIND_COORDINATOR_VERSIONS,
+            lambda h, b: groups.handle_find_coordinator(
+                s,
+                h,
+                b,
+                offsets_topic_num_partitions=self.group_config.offsets_topic_num_partitions,
+                offsets_topic_replication_factor=self.offsets_topic_replication_factor,
+            ),
+        )
+        for api_key, versions in GROUP_API_VERSIONS.items():
+            r.register(api_key, versions, groups.handle_group_request)
         server = self.config.server
         if server is None:
             return
@@ -207,6 +246,7 @@ class Node:
             skip=(f"{METADATA_TOPIC}-0",),
         )
         self._sync_partitions()
+        self._load_offsets_partitions()
         self._server = await asyncio.start_server(self._serve, cfg.listen_host, cfg.listen_port)
         self.port = self._server.sockets[0].getsockname()[1]
         if cfg.settings.port == 0:
@@ -215,6 +255,7 @@ class Node:
         self._tasks = [
             asyncio.create_task(self._flusher()),
             asyncio.create_task(self._housekeeping()),
+            asyncio.create_task(self._group_ticker()),
         ]
         log.info(
             "node %d serving on %s:%d (cluster %s)",
@@ -250,23 +291,12 @@ class Node:
 
     def _replay_metadata_log(self) -> None:
         assert self.metadata_log is not None
-        offset = self.metadata_log.log_start_offset
-        end = self.metadata_log.log_end_offset
-        while offset < end:
-            found = self.metadata_log.read(offset, 1 << 20)
-            if found is None:
-                break
-            data = found.read()
-            pos = 0
-            while pos < len(data):
-                base = int.from_bytes(data[pos : pos + 8], "big", signed=True)
-                length = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True) + 12
-                for record in decode_records(data[pos : pos + length]):
-                    assert record.value is not None
-                    body, _ = decode_metadata_record(record.value)
-                    self.state.image.replay(body, base + record.offset_delta)
-                    offset = base + record.offset_delta + 1
-                pos += length
+        for batch in _batches(self.metadata_log):
+            base = int.from_bytes(batch[0:8], "big", signed=True)
+            for record in decode_records(batch):
+                assert record.value is not None
+                body, _ = decode_metadata_record(record.value)
+                self.state.image.replay(body, base + record.offset_delta)
 
     async def _commit(self, records: list[Any]) -> None:
         async with self._io_lock:
@@ -289,6 +319,7 @@ class Node:
         for i, record in enumerate(records):
             self.state.image.replay(record, info.first_offset + i)
         self._sync_partitions()
+        self._load_offsets_partitions()
 
     def _sync_partitions(self) -> None:
         """Host exactly the partitions the image assigns to this node."""
@@ -327,6 +358,105 @@ class Node:
                     leader_epoch=p.leader_epoch,
                     flush_before_ack=self.config.settings.flush_before_ack,
                 )
+
+    # --- Consumer groups ------------------------------------------------------------
+
+    def _load_offsets_partitions(self) -> None:
+        """Become the coordinator of every ``__consumer_offsets`` partition led here,
+        rebuilding its groups from the partition's records."""
+        for (topic, index), partition in self.state.partitions.items():
+            if topic != groups.OFFSETS_TOPIC or index in self._loaded_offsets_partitions:
+                continue
+            records: list[tuple[bytes, bytes | None]] = []
+            for batch in _batches(partition.log):
+                for record in decode_records(batch):
+                    if record.key is not None:
+                        records.append((record.key, record.value))
+            self._loaded_offsets_partitions.add(index)
+            self._apply_group_output(self.groups.load(index, records, now_ms=now_ms()))
+
+    async def _group_call(self, call: GroupCall, peer: str) -> Any:
+        loop = asyncio.get_running_loop()
+        token = object()
+        future: asyncio.Future[Any] = loop.create_future()
+        self._group_waiters[token] = future
+        output = self.groups.handle(
+            token,
+            call.request,
+            call.version,
+            now_ms=now_ms(),
+            client_id=call.client_id,
+            client_host="/" + peer.rsplit(":", 1)[0],
+            partition_exists=lambda topic, index: (topic, index) in self.state.partitions,
+        )
+        self._apply_group_output(output)
+        try:
+            return await future
+        finally:
+            self._group_waiters.pop(token, None)
+
+    def _apply_group_output(self, output: Output) -> None:
+        for completion in output.completions:
+            future = self._group_waiters.pop(completion.token, None)
+            if future is not None and not future.done():
+                future.set_result(completion.response)
+        for write in output.writes:
+            self._write_group_records(write)
+        self._group_timer_wakeup.set()
+
+    def _write_group_records(self, write: Write) -> None:
+        """Append a write to its ``__consumer_offsets`` partition; report it once durable."""
+        partition = self.state.partitions.get((groups.OFFSETS_TOPIC, write.partition))
+        now = now_ms()
+        if partition is None:
+            output = self.groups.write_completed(
+                write.write_id, now_ms=now, error=ErrorCode.NOT_LEADER_OR_FOLLOWER
+            )
+            self._apply_group_output(output)
+            return
+        batch = bytearray(
+            encode_batch(
+                [
+                    Record(offset_delta=i, timestamp=now, key=key, value=value)
+                    for i, (key, value) in enumerate(write.records)
+                ]
+            )
+        )
+        try:
+            info = partition.log.append_as_leader(memoryview(batch), partition.leader_epoch, now)
+        except LogOfflineError:
+            self._apply_group_output(
+                self.groups.write_completed(
+                    write.write_id, now_ms=now, error=ErrorCode.KAFKA_STORAGE_ERROR
+                )
+            )
+            return
+        task = asyncio.create_task(
+            self._complete_group_write(write, partition, info.last_offset + 1)
+        )
+        self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+
+    async def _complete_group_write(
+        self, write: Write, partition: LocalPartition, end_offset: int
+    ) -> None:
+        await self._await_flush({partition.key: end_offset})
+        error = ErrorCode.NONE if partition.log.offline is None else ErrorCode.KAFKA_STORAGE_ERROR
+        self._apply_group_output(
+            self.groups.write_completed(write.write_id, now_ms=now_ms(), error=error)
+        )
+
+    async def _group_ticker(self) -> None:
+        """Fire the coordinator's timers: rebalance and session timeouts, retention."""
+        while True:
+            deadline = self.groups.next_deadline_ms()
+            delay = 1.0 if deadline is None else max(deadline - now_ms(), 0) / 1000
+            self._group_timer_wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._group_timer_wakeup.wait(), min(delay, 1.0))
+            self._apply_group_output(self.groups.tick(now_ms()))
+            # tick() may set the wake-up itself; avoid spinning on it.
+            self._group_timer_wakeup.clear()
 
     # --- Requests -------------------------------------------------------------------
 
@@ -396,6 +526,8 @@ class Node:
                 timed_out = await self._await_data(outcome.partitions, outcome.deadline_ms)
                 self.state.now_ms = now_ms()
                 outcome = outcome.then(timed_out)
+            elif isinstance(outcome, GroupCall):
+                return await self._group_call(outcome, dispatch.peer)
 
     async def _send(self, writer: asyncio.StreamWriter, chunks: list[Records]) -> None:
         size = sum(len(c) for c in chunks)
@@ -453,8 +585,6 @@ class Node:
         event loop goes on accepting appends (which the next flush covers)."""
         async with self._io_lock:
             tickets = self._begin_flushes()
-            if not tickets and not self._pending_flush:
-                return
             failures = await asyncio.to_thread(_run_tickets, tickets)
             for partition, ticket in tickets:
                 error = failures.get(id(ticket))
@@ -487,6 +617,23 @@ class Node:
                 if not future.done():
                     future.set_result(None)
         self._covered_waiters = {}
+        # A waiter that arrived during the fsyncs may already be covered (its partition
+        # was flushed past its offset): release it now rather than at the next flush.
+        for key, waiters in list(self._pending_flush.items()):
+            hosted = self.state.partitions.get(key)
+            if hosted is None:
+                continue
+            durable = hosted.log.recovery_point
+            for _, future in [w for w in waiters if w[0] <= durable]:
+                if not future.done():
+                    future.set_result(None)
+            remaining = [w for w in waiters if w[0] > durable]
+            if remaining:
+                self._pending_flush[key] = remaining
+            else:
+                del self._pending_flush[key]
+        if self._pending_flush:
+            self._flush_wakeup.set()
         for partition, _ in tickets:
             for future in self._data_waiters.pop(partition.key, set()):
                 if not future.done():
@@ -556,3 +703,23 @@ def _run_tickets(tickets: list[tuple[LocalPartition, FlushTicket]]) -> dict[int,
         except OSError as e:
             failures[id(ticket)] = e
     return failures
+
+
+def _batches(partition_log: PartitionLog) -> list[bytes]:
+    """Every batch of a log, in order (for loading small internal partitions)."""
+    out: list[bytes] = []
+    offset = partition_log.log_start_offset
+    while offset < partition_log.log_end_offset:
+        found = partition_log.read(offset, 1 << 20)
+        if found is None:
+            break
+        data = found.read()
+        pos = 0
+        while pos + 12 <= len(data):
+            length = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True) + 12
+            base = int.from_bytes(data[pos : pos + 8], "big", signed=True)
+            out.append(data[pos : pos + length])
+            last_delta = int.from_bytes(data[pos + 23 : pos + 27], "big", signed=True)
+            offset = base + last_delta + 1
+            pos += length
+    return out

@@ -1,0 +1,90 @@
+"""FindCoordinator, and the hand-off of group requests to the group coordinator.
+
+The coordinator of a group is the leader of the group's partition of the internal
+topic ``__consumer_offsets``, created on the first lookup as Kafka does (its replication
+factor is ``offsets.topic.replication.factor``, at most the number of live brokers).
+The group requests themselves go to :class:`odradek.coordinator.GroupCoordinator`
+through the :class:`~odradek.broker.effects.GroupCall` effect.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from odradek.broker.effects import CommitRecords, GroupCall, Outcome, Reply
+from odradek.broker.state import BrokerState
+from odradek.controller.topics import NewTopic, create_topic
+from odradek.coordinator import find_coordinator
+from odradek.coordinator.lookup import Node
+from odradek.protocol.api import RequestHeader
+from odradek.protocol.error_codes import ErrorCode
+from odradek.protocol.messages import FindCoordinatorRequest
+
+OFFSETS_TOPIC = "__consumer_offsets"
+FIND_COORDINATOR_VERSIONS = (0, 5)
+
+# We do not compact logs yet, so the offsets topic keeps everything: deleting old
+# segments by time would delete the only record of a group's committed offsets.
+OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "-1"}
+
+
+def handle_group_request(header: RequestHeader, request: Any) -> Outcome:
+    return GroupCall(request, header.request_api_version, header.client_id or "")
+
+
+def handle_find_coordinator(
+    state: BrokerState,
+    header: RequestHeader,
+    request: FindCoordinatorRequest,
+    *,
+    offsets_topic_num_partitions: int,
+    offsets_topic_replication_factor: int,
+) -> Outcome:
+    version = header.request_api_version
+
+    def answer() -> Outcome:
+        return Reply(
+            find_coordinator(
+                request,
+                version,
+                offsets_topic_num_partitions=offsets_topic_num_partitions,
+                leader_of=lambda p: _leader_of(state, p),
+            )
+        )
+
+    if OFFSETS_TOPIC in state.image.topics_by_name:
+        return answer()
+    live = state.live_brokers()
+    outcome = create_topic(
+        state.image,
+        NewTopic(
+            name=OFFSETS_TOPIC,
+            num_partitions=offsets_topic_num_partitions,
+            replication_factor=min(offsets_topic_replication_factor, len(live)),
+            configs=dict(OFFSETS_TOPIC_CONFIGS),
+        ),
+        live,
+        default_partitions=offsets_topic_num_partitions,
+        default_replication_factor=1,
+        rng=state.rng,
+    )
+    if outcome.error_code != ErrorCode.NONE:
+        return answer()  # COORDINATOR_NOT_AVAILABLE: the client retries
+    return CommitRecords(outcome.records, answer)
+
+
+def _leader_of(state: BrokerState, partition: int) -> Node | None:
+    topic = state.image.topics_by_name.get(OFFSETS_TOPIC)
+    if topic is None or partition not in topic.partitions:
+        return None
+    leader = topic.partitions[partition].leader
+    settings = state.settings
+    if leader == settings.node_id:
+        if (OFFSETS_TOPIC, partition) not in state.partitions:
+            return None
+        return (settings.node_id, settings.host, settings.port)
+    broker = state.image.brokers.get(leader)
+    if broker is None or broker.fenced or not broker.endpoints:
+        return None
+    _, host, port, _ = broker.endpoints[0]
+    return (leader, host, port)
