@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
 import subprocess
@@ -64,10 +65,8 @@ def wait_until(
     while not done(seen):
         remaining = deadline - time.monotonic()
         assert remaining > 0, f"timed out; last events: {seen[-5:]}"
-        try:
+        with contextlib.suppress(queue.Empty):
             seen.append(events.get(timeout=remaining))
-        except queue.Empty:
-            pass
 
 
 def assignments(seen: list[dict[str, Any]]) -> dict[str, list[int]]:
