@@ -187,9 +187,9 @@ def test_acks_one_and_zero_answer_without_waiting() -> None:
         (batch(value=b"x" * 20_000), -1, ErrorCode.MESSAGE_TOO_LARGE),
         (encode_control_batch(1, b"\x00\x00\x00\x00\x00\x00"), -1, ErrorCode.INVALID_RECORD),
         (
-            batch(producer_id=7, producer_epoch=0, base_sequence=0),
+            batch(is_transactional=True, producer_id=7, producer_epoch=0, base_sequence=0),
             -1,
-            ErrorCode.UNKNOWN_PRODUCER_ID,
+            ErrorCode.INVALID_RECORD,
         ),
     ],
 )
@@ -344,3 +344,22 @@ def test_create_topics_validation() -> None:
         ("dup", ErrorCode.INVALID_REQUEST),
     ]
     assert h.state.image.topics_by_name == {}  # validate_only created nothing
+
+
+def test_idempotent_retries_are_acknowledged_once_with_their_first_offsets() -> None:
+    h = Harness()
+    h.create("t")
+
+    def send(sequence: int, epoch: int = 0) -> tuple[int, int]:
+        records = batch(3, producer_id=7, producer_epoch=epoch, base_sequence=sequence)
+        result = h.carry(h.produce("t", records)).responses[0].partition_responses[0]
+        return result.error_code, result.base_offset
+
+    assert send(0) == (ErrorCode.NONE, 0)
+    assert send(3) == (ErrorCode.NONE, 3)
+    assert send(0) == (ErrorCode.NONE, 0)  # a retry: the original offset, no append
+    assert h.state.partitions[("t", 0)].log.log_end_offset == 6
+    assert send(9)[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER  # a gap
+    assert send(0, epoch=1) == (ErrorCode.NONE, 6)  # a new epoch starts at 0
+    assert send(6, epoch=0)[0] == ErrorCode.INVALID_PRODUCER_EPOCH  # fenced
+    assert h.state.partitions[("t", 0)].log.log_end_offset == 9

@@ -202,13 +202,8 @@ def test_kafka_python_round_trip(node: NodeProcess) -> None:
     from kafka import KafkaConsumer, KafkaProducer
     from kafka import TopicPartition as KpTopicPartition
 
-    # Idempotence needs InitProducerId, which the node does not serve yet.
-    producer = KafkaProducer(
-        bootstrap_servers=node.bootstrap,
-        acks="all",
-        enable_idempotence=False,
-        compression_type="gzip",
-    )
+    # kafka-python's default producer is idempotent: InitProducerId and sequences.
+    producer = KafkaProducer(bootstrap_servers=node.bootstrap, acks="all", compression_type="gzip")
     futures = [producer.send("kp", key=b"k", value=b"v%d" % i) for i in range(60)]
     producer.flush(30)
     assert [f.get(10).offset for f in futures] == list(range(60))
@@ -276,3 +271,22 @@ def test_confluent_admin_configs_partitions_and_delete_records(node: NodeProcess
     consumer = Consumer({"bootstrap.servers": node.bootstrap, "group.id": "unused"})
     assert consumer.get_watermark_offsets(TopicPartition("admin", 0), timeout=10) == (4, 10)
     consumer.close()
+
+
+def test_librdkafka_idempotent_producer(node: NodeProcess) -> None:
+    create_topic(node.bootstrap, "idem", partitions=2)
+    producer = Producer(
+        {"bootstrap.servers": node.bootstrap, "enable.idempotence": True, "linger.ms": 1}
+    )
+    delivered: list[tuple[int, int]] = []
+    for i in range(2000):
+        producer.produce(
+            "idem",
+            value=b"%d" % i,
+            partition=i % 2,
+            on_delivery=lambda e, m: delivered.append((m.partition() or 0, m.offset() or 0)),
+        )
+    assert producer.flush(30) == 0
+    assert sorted(delivered) == sorted((p, o) for p in (0, 1) for o in range(1000))
+    got = consume_all(node.bootstrap, "idem", 2, 2000)
+    assert len(got) == 2000

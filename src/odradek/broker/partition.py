@@ -9,8 +9,9 @@ consumer never reads a record that a power loss could still take back.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from odradek.replication.producer_state import ProducerStateManager
 from odradek.storage.log import PartitionLog
 
 
@@ -22,6 +23,8 @@ class LocalPartition:
     log: PartitionLog
     leader_epoch: int
     flush_before_ack: bool = True
+    producers: ProducerStateManager = field(default_factory=ProducerStateManager)
+    """Idempotent producers' sequence state, rebuilt from a snapshot and the log tail."""
 
     @property
     def key(self) -> tuple[str, int]:

@@ -70,12 +70,30 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
             if refusal is not None:
                 result.error_code, result.error_message = refusal
                 continue
+            idempotent = headers[0].producer_id >= 0
+            if idempotent:
+                decision = partition.producers.check(headers[0])
+                if decision.is_duplicate and decision.duplicate_of is not None:
+                    # A retry of a batch already in the log: its original offsets, no append.
+                    result.base_offset = decision.duplicate_of.first_offset
+                    result.log_start_offset = partition.log.log_start_offset
+                    if acks == -1 and state.settings.flush_before_ack:
+                        waits[key] = decision.duplicate_of.last_offset + 1
+                    continue
+                if not decision.append:
+                    result.error_code = decision.error_code
+                    result.error_message = decision.message
+                    continue
             try:
                 info = partition.log.append_as_leader(records, partition.leader_epoch, state.now_ms)
             except LogOfflineError as e:
                 result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
                 result.error_message = str(e)
                 continue
+            if idempotent:
+                partition.producers.update(
+                    headers[0], info.first_offset, info.last_offset, info.max_timestamp
+                )
             result.base_offset = info.first_offset
             result.log_start_offset = partition.log.log_start_offset
             if acks == -1 and state.settings.flush_before_ack:
@@ -99,10 +117,12 @@ def _refuse(state: BrokerState, headers: list[BatchHeader]) -> tuple[ErrorCode, 
             )
         if h.is_control:
             return ErrorCode.INVALID_RECORD, "clients may not write control batches"
-        if h.producer_id >= 0:
-            # Idempotent producers need InitProducerId, which we do not advertise yet:
-            # accepting the batch would accept duplicates silently.
-            return ErrorCode.UNKNOWN_PRODUCER_ID, "idempotent producers are not supported yet"
+        if h.is_transactional:
+            return ErrorCode.INVALID_RECORD, "transactional batches are not supported yet"
+    if len(headers) > 1 and any(h.producer_id >= 0 for h in headers):
+        # Kafka's rule for produce v3+: an idempotent producer sends one batch per
+        # partition, so that its sequence check covers the whole request.
+        return ErrorCode.INVALID_RECORD, "an idempotent produce must carry exactly one batch"
     return None
 
 

@@ -22,7 +22,8 @@ import logging
 import random
 import signal
 import time
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,6 +37,7 @@ from odradek.broker import (
     produce,
     topics,
 )
+from odradek.broker import producer_ids as init_producer_id
 from odradek.broker.config import ServerConfig
 from odradek.broker.effects import (
     AwaitData,
@@ -47,6 +49,7 @@ from odradek.broker.effects import (
     Reply,
 )
 from odradek.broker.partition import LocalPartition
+from odradek.broker.producer_ids import ProducerIds
 from odradek.broker.router import Close, Dispatch, Respond, Router
 from odradek.broker.state import BrokerSettings, BrokerState
 from odradek.controller.image import MetadataImage
@@ -66,18 +69,27 @@ from odradek.protocol.messages import (
     FetchRequest,
     FindCoordinatorRequest,
     IncrementalAlterConfigsRequest,
+    InitProducerIdRequest,
     ListOffsetsRequest,
     MetadataRequest,
     ProduceRequest,
 )
+from odradek.protocol.metadata import RegisterBrokerRecord
+from odradek.protocol.metadata.register_broker_record import BrokerEndpoint
 from odradek.protocol.metadata_record import decode_metadata_record, encode_metadata_record
 from odradek.protocol.primitives import Records
-from odradek.protocol.record_batch import Record, decode_records, encode_batch
+from odradek.protocol.record_batch import Record, decode_records, encode_batch, iter_batches
+from odradek.replication.producer_state import ProducerStateManager
 from odradek.shell.real_fs import RealFileSystem
 from odradek.storage.fs import FileSystem, join
 from odradek.storage.group_commit import FlushWaiters
 from odradek.storage.log import FlushTicket, LogConfig, PartitionLog
 from odradek.storage.log_dir import LogDir
+from odradek.storage.producer_snapshot import (
+    delete_snapshots_before,
+    load_latest_snapshot,
+    write_snapshot,
+)
 from odradek.storage.segment import FileRange
 
 log = logging.getLogger("odradek.node")
@@ -198,6 +210,12 @@ class Node:
                 offsets_topic_replication_factor=self.offsets_topic_replication_factor,
             ),
         )
+        producer_ids = ProducerIds()
+        r.register(
+            InitProducerIdRequest.API_KEY,
+            init_producer_id.VERSIONS,
+            lambda h, b: init_producer_id.handle_init_producer_id(s, producer_ids, h, b),
+        )
         for api_key, versions in GROUP_API_VERSIONS.items():
             r.register(api_key, versions, groups.handle_group_request)
         server = self.config.server
@@ -247,6 +265,7 @@ class Node:
         )
         self._sync_partitions()
         self._load_offsets_partitions()
+        self._register_broker()
         self._server = await asyncio.start_server(self._serve, cfg.listen_host, cfg.listen_port)
         self.port = self._server.sockets[0].getsockname()[1]
         if cfg.settings.port == 0:
@@ -274,6 +293,7 @@ class Node:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._flush_all()
+        self._snapshot_producers()
         if self.log_dir is not None:
             self.log_dir.checkpoint()
             self.log_dir.close()
@@ -298,9 +318,25 @@ class Node:
                 body, _ = decode_metadata_record(record.value)
                 self.state.image.replay(body, base + record.offset_delta)
 
-    async def _commit(self, records: list[Any]) -> None:
-        async with self._io_lock:
-            self._commit_now(records)
+    def _register_broker(self) -> None:
+        """Record this node's registration (its broker epoch is the record's offset).
+
+        Until the controller quorum exists the node registers itself, unfenced, in its
+        own metadata log, so that the image knows it (DescribeCluster, producer ids).
+        """
+        assert self.metadata_log is not None
+        s = self.state.settings
+        record = RegisterBrokerRecord(
+            broker_id=s.node_id,
+            incarnation_id=uuid.UUID(int=self.state.rng.getrandbits(128)),
+            broker_epoch=self.metadata_log.log_end_offset,
+            end_points=[
+                BrokerEndpoint(name="PLAINTEXT", host=s.host, port=s.port, security_protocol=0)
+            ],
+            rack=s.rack,
+            fenced=False,
+        )
+        self._commit_now([record])
 
     def _commit_now(self, records: list[Any]) -> None:
         """Append records to the metadata log, fsync them, then replay them."""
@@ -357,7 +393,44 @@ class Node:
                     log=partition_log,
                     leader_epoch=p.leader_epoch,
                     flush_before_ack=self.config.settings.flush_before_ack,
+                    producers=(
+                        current.producers
+                        if current is not None
+                        else self._load_producers(partition_log)
+                    ),
                 )
+
+    # --- Idempotent producers -------------------------------------------------------
+
+    def _load_producers(self, partition_log: PartitionLog) -> ProducerStateManager:
+        """Producer state from the newest snapshot, then every batch after it."""
+        if partition_log.offline is not None:
+            return ProducerStateManager()
+        end = partition_log.log_end_offset
+        loaded = load_latest_snapshot(self.fs, partition_log.directory, end)
+        for problem in loaded.corrupt:
+            log.warning("ignoring producer snapshot: %s", problem)
+        producers = ProducerStateManager.from_snapshot(loaded.entries)
+        start = max(loaded.offset or 0, partition_log.log_start_offset)
+        for batch in _batches(partition_log, start):
+            for header in iter_batches(batch):
+                producers.replay(header)
+        return producers
+
+    def _snapshot_producers(self) -> None:
+        """Write each partition's producer state at its log end (clean stop, checkpoints)."""
+        for partition in self.state.partitions.values():
+            partition_log = partition.log
+            if partition_log.offline is not None or not len(partition.producers):
+                continue
+            end = partition_log.log_end_offset
+            try:
+                write_snapshot(
+                    self.fs, partition_log.directory, end, partition.producers.snapshot()
+                )
+                delete_snapshots_before(self.fs, partition_log.directory, end)
+            except OSError as e:
+                log.error("%s: cannot write producer snapshot: %s", partition_log.directory, e)
 
     # --- Consumer groups ------------------------------------------------------------
 
@@ -490,7 +563,7 @@ class Node:
                     if isinstance(routed, Respond):
                         await self._send(writer, routed.chunks)
                         continue
-                    response = await self._carry(routed)
+                    response = await self._carry(routed, payload)
                     if response is not None:
                         chunks = Router.encode(routed.header, response, routed.response_version)
                         await self._send(writer, chunks)
@@ -508,8 +581,11 @@ class Node:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _carry(self, dispatch: Dispatch) -> Any:
+    async def _carry(self, dispatch: Dispatch, payload: bytearray) -> Any:
         outcome: Outcome = dispatch.outcome
+        # The image the handler decided on; records built on an older image (another
+        # connection committed meanwhile) are decided again rather than committed.
+        seen = self.state.image.offset
         while True:
             if isinstance(outcome, Reply):
                 return outcome.response
@@ -517,7 +593,18 @@ class Node:
                 return None
             self.state.now_ms = now_ms()
             if isinstance(outcome, CommitRecords):
-                await self._commit(outcome.records)
+                async with self._io_lock:
+                    stale = self.state.image.offset != seen
+                    if not stale:
+                        self._commit_now(outcome.records)
+                        seen = self.state.image.offset
+                if stale:
+                    again = self.router.handle(payload, dispatch.peer)
+                    if not isinstance(again, Dispatch):
+                        return None
+                    seen = self.state.image.offset
+                    outcome = again.outcome
+                    continue
                 outcome = outcome.then()
             elif isinstance(outcome, AwaitFlush):
                 await self._await_flush(outcome.offsets)
@@ -705,10 +792,10 @@ def _run_tickets(tickets: list[tuple[LocalPartition, FlushTicket]]) -> dict[int,
     return failures
 
 
-def _batches(partition_log: PartitionLog) -> list[bytes]:
-    """Every batch of a log, in order (for loading small internal partitions)."""
-    out: list[bytes] = []
-    offset = partition_log.log_start_offset
+def _batches(partition_log: PartitionLog, start: int | None = None) -> Iterator[bytes]:
+    """Every batch of a log from ``start`` (default: the log start), in order, read a
+    megabyte at a time."""
+    offset = partition_log.log_start_offset if start is None else start
     while offset < partition_log.log_end_offset:
         found = partition_log.read(offset, 1 << 20)
         if found is None:
@@ -718,8 +805,7 @@ def _batches(partition_log: PartitionLog) -> list[bytes]:
         while pos + 12 <= len(data):
             length = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True) + 12
             base = int.from_bytes(data[pos : pos + 8], "big", signed=True)
-            out.append(data[pos : pos + length])
+            yield data[pos : pos + length]
             last_delta = int.from_bytes(data[pos + 23 : pos + 27], "big", signed=True)
             offset = base + last_delta + 1
             pos += length
-    return out
