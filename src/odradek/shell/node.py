@@ -86,6 +86,7 @@ from odradek.storage.group_commit import FlushWaiters
 from odradek.storage.log import FlushTicket, LogConfig, PartitionLog
 from odradek.storage.log_dir import LogDir
 from odradek.storage.producer_snapshot import (
+    delete_snapshots_after,
     delete_snapshots_before,
     load_latest_snapshot,
     write_snapshot,
@@ -150,6 +151,7 @@ class Node:
         self.group_config = (
             GroupConfig.from_values(server.values) if server is not None else GroupConfig()
         )
+        self.producer_id_expiration_ms = 86_400_000  # Kafka's producer.id.expiration.ms
         self.offsets_topic_replication_factor = (
             server.offsets_topic_replication_factor if server is not None else 3
         )
@@ -407,6 +409,9 @@ class Node:
         if partition_log.offline is not None:
             return ProducerStateManager()
         end = partition_log.log_end_offset
+        # A snapshot above the log end (left by a truncation) describes records that are
+        # gone; once the log grew past it again it would be wrong.
+        delete_snapshots_after(self.fs, partition_log.directory, end)
         loaded = load_latest_snapshot(self.fs, partition_log.directory, end)
         for problem in loaded.corrupt:
             log.warning("ignoring producer snapshot: %s", problem)
@@ -415,6 +420,7 @@ class Node:
         for batch in _batches(partition_log, start):
             for header in iter_batches(batch):
                 producers.replay(header)
+        producers.remove_expired(now_ms(), self.producer_id_expiration_ms)
         return producers
 
     def _snapshot_producers(self) -> None:
