@@ -96,6 +96,8 @@ from odradek.storage.segment import FileRange
 log = logging.getLogger("odradek.node")
 
 METADATA_TOPIC = "__cluster_metadata"
+# Requests one connection may have in progress before the node stops reading from it.
+MAX_IN_FLIGHT_PER_CONNECTION = 64
 TOPIC_RESOURCE = 2
 
 
@@ -161,7 +163,7 @@ class Node:
         self._group_waiters: dict[object, asyncio.Future[Any]] = {}
         self._group_timer_wakeup = asyncio.Event()
         self._loaded_offsets_partitions: set[int] = set()
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: set[asyncio.Future[Any]] = set()
         self.port = config.listen_port
 
     def _register(self) -> None:
@@ -540,52 +542,105 @@ class Node:
     # --- Requests -------------------------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """Read requests, start each at once, send the answers in request order.
+
+        Handlers run in arrival order (so appends keep the order of the requests); what
+        they wait for (a flush, data, a rebalance) overlaps, so several produce requests
+        in flight on one connection share one fsync. A bounded queue of answers in order
+        stops reading when a client has too many requests outstanding.
+        """
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
-        decoder = FrameDecoder(self.config.max_frame_bytes)
-        idle = self.config.connections_max_idle_ms / 1000
+        answers: asyncio.Queue[asyncio.Future[list[Records] | None] | None] = asyncio.Queue(
+            MAX_IN_FLIGHT_PER_CONNECTION
+        )
+        sender = asyncio.create_task(self._send_in_order(writer, answers, peer))
+        stopping = False
         try:
-            while True:
-                try:
-                    data = await asyncio.wait_for(reader.read(1 << 20), idle)
-                except TimeoutError:
-                    log.info("closing idle connection from %s", peer)
-                    return
-                if not data:
-                    return
-                try:
-                    frames = decoder.feed(data)
-                except RemoteProtocolError as e:
-                    log.warning("closing connection from client %s: %s", peer, e)
-                    return
-                for payload in frames:
-                    routed = self.router.handle(payload, peer)
-                    if isinstance(routed, Close):
-                        log.warning("closing connection: %s", routed.reason)
-                        return
-                    if isinstance(routed, Respond):
-                        await self._send(writer, routed.chunks)
-                        continue
-                    response = await self._carry(routed, payload)
-                    if response is not None:
-                        chunks = Router.encode(routed.header, response, routed.response_version)
-                        await self._send(writer, chunks)
+            await self._read_requests(reader, answers, peer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
-            pass  # the node is stopping; the connection closes below
-        except Exception:
-            # A bug in a handler or in encoding: say so loudly, drop this connection,
-            # keep serving the others.
-            log.exception("closing connection from %s after an internal error", peer)
+            stopping = True  # the node is stopping; the connection closes below
         finally:
+            if not stopping:
+                # Send what was already asked for (answers before a bad frame, say).
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(answers.put(None), 30)
+                    await asyncio.wait_for(sender, 30)
+            sender.cancel()
             self._connections.discard(task)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
+
+    async def _read_requests(
+        self,
+        reader: asyncio.StreamReader,
+        answers: asyncio.Queue[asyncio.Future[list[Records] | None] | None],
+        peer: str,
+    ) -> None:
+        decoder = FrameDecoder(self.config.max_frame_bytes)
+        idle = self.config.connections_max_idle_ms / 1000
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                data = await asyncio.wait_for(reader.read(1 << 20), idle)
+            except TimeoutError:
+                log.info("closing idle connection from %s", peer)
+                return
+            if not data:
+                return
+            try:
+                frames = decoder.feed(data)
+            except RemoteProtocolError as e:
+                log.warning("closing connection from client %s: %s", peer, e)
+                return
+            for payload in frames:
+                routed = self.router.handle(payload, peer)
+                if isinstance(routed, Close):
+                    log.warning("closing connection: %s", routed.reason)
+                    return
+                if isinstance(routed, Respond):
+                    done: asyncio.Future[list[Records] | None] = loop.create_future()
+                    done.set_result(routed.chunks)
+                    await answers.put(done)
+                    continue
+                answer = asyncio.ensure_future(self._answer(routed, payload))
+                self._connections.add(answer)
+                answer.add_done_callback(self._connections.discard)
+                await answers.put(answer)
+
+    async def _answer(self, dispatch: Dispatch, payload: bytearray) -> list[Records] | None:
+        response = await self._carry(dispatch, payload)
+        if response is None:
+            return None
+        return Router.encode(dispatch.header, response, dispatch.response_version)
+
+    async def _send_in_order(
+        self,
+        writer: asyncio.StreamWriter,
+        answers: asyncio.Queue[asyncio.Future[list[Records] | None] | None],
+        peer: str,
+    ) -> None:
+        try:
+            while True:
+                item = await answers.get()
+                if item is None:
+                    return
+                chunks = await item
+                if chunks is not None:
+                    await self._send(writer, chunks)
+        except (ConnectionError, asyncio.CancelledError):
+            pass
+        except Exception:
+            # A bug in a handler or in encoding: say so loudly, drop this connection,
+            # keep serving the others.
+            log.exception("closing connection from %s after an internal error", peer)
+            writer.close()
 
     async def _carry(self, dispatch: Dispatch, payload: bytearray) -> Any:
         outcome: Outcome = dispatch.outcome
