@@ -76,7 +76,7 @@ def test_aiokafka(node: NodeProcess, codec: str) -> None:
             await producer.stop()
         consumer = AIOKafkaConsumer(bootstrap_servers=node.bootstrap, auto_offset_reset="earliest")
         await consumer.start()
-        got = []
+        got: list[Any] = []
         try:
             consumer.assign([TopicPartition(topic, 0)])
             while len(got) < COUNT:
