@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 import socket
-import subprocess
 import time
 from collections.abc import Iterator
 
@@ -132,38 +130,6 @@ def test_list_offsets_by_time(node: NodeProcess) -> None:
     low, high = consumer.get_watermark_offsets(TopicPartition("times", 0), timeout=10)
     assert (low, high) == (0, 10)
     consumer.close()
-
-
-@pytest.mark.skipif(shutil.which("kcat") is None, reason="Debian's kcat is not installed")
-def test_kcat_round_trip(node: NodeProcess) -> None:
-    lines = "\n".join(f"k{i}:v{i}" for i in range(50)) + "\n"
-    subprocess.run(
-        ["kcat", "-b", node.bootstrap, "-t", "kcat", "-P", "-K:", "-z", "snappy"],
-        input=lines,
-        text=True,
-        check=True,
-        timeout=30,
-    )
-    out = subprocess.run(
-        [
-            "kcat",
-            "-b",
-            node.bootstrap,
-            "-t",
-            "kcat",
-            "-C",
-            "-e",
-            "-o",
-            "beginning",
-            "-f",
-            "%k=%s\n",
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=30,
-    )
-    assert out.stdout.splitlines() == [f"k{i}=v{i}" for i in range(50)]
 
 
 def test_aiokafka_round_trip(node: NodeProcess) -> None:
