@@ -17,6 +17,7 @@ from odradek.broker.configs import (
     handle_incremental_alter_configs,
 )
 from odradek.broker.effects import CommitRecords, Reply
+from odradek.broker.topic_config import DYNAMIC_BROKER_TOPIC_KEYS
 from odradek.core.configdef import ConfigType
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import (
@@ -250,9 +251,11 @@ def test_this_broker_reports_its_server_config(h: Harness) -> None:
         "producer",
         ConfigSource.DEFAULT_CONFIG,
     )
-    # Dynamic in Kafka, but this node refuses dynamic broker configs: read-only here.
-    assert compression.read_only
-    assert all(e.read_only for e in found.values())
+    # A topic config's broker default can be changed at run time; other keys cannot.
+    assert not compression.read_only
+    assert not found["log.retention.ms"].read_only
+    assert found["log.retention.hours"].read_only
+    assert {name for name, e in found.items() if not e.read_only} == DYNAMIC_BROKER_TOPIC_KEYS
     rack = found["broker.rack"]
     assert (rack.value, rack.config_source, rack.synonyms) == (
         None,
@@ -307,8 +310,10 @@ def test_the_cluster_default_resource_lists_only_dynamic_defaults(h: Harness) ->
         "5000",
         ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
     )
-    # The per-broker value is not part of the cluster default's description.
-    assert ConfigSource.DYNAMIC_BROKER_CONFIG not in [s.source for s in millis.synonyms]
+    # Only the cluster default's own layer is listed (Kafka's ConfigHelper).
+    assert synonyms_of(millis) == [
+        ("log.retention.ms", "5000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+    ]
     # A key we cannot type might be a secret: value and synonym values are null.
     secret = found["some.secret"]
     assert secret.is_sensitive and secret.value is None
@@ -406,7 +411,7 @@ def test_alter_configs_errors_are_per_resource(h: Harness) -> None:
             (TOPIC_RESOURCE, "missing", [("retention.ms", "1")]),
             (TOPIC_RESOURCE, "twice", []),
             (TOPIC_RESOURCE, "twice", []),
-            (BROKER_RESOURCE, "1", [("log.retention.ms", "1")]),
+            (BROKER_RESOURCE, "1", [("num.partitions", "4"), ("log.retention.ms", "1")]),
             (BROKER_RESOURCE, "2", [("log.retention.ms", "1")]),
             (BROKER_RESOURCE, "", []),
             (8, "1", [("root", "DEBUG")]),
@@ -427,7 +432,8 @@ def test_alter_configs_errors_are_per_resource(h: Harness) -> None:
     messages = [r.error_message for r in response.responses]
     assert "segment.bytes" in messages[0]
     assert messages[3] == "Each resource must appear at most once."
-    assert "log.retention.ms" in messages[5] and "server.properties" in messages[5]
+    assert "num.partitions" in messages[5] and "server.properties" in messages[5]
+    assert "log.retention.ms" not in messages[5]
     assert messages[6] == "Unexpected node id. Expected 1, but received 2"
     assert "BROKER_LOGGER" in messages[8]
     # Only the good topic changed, in one commit.
@@ -585,4 +591,191 @@ def test_incremental_answers_encode_at_every_version(h: Harness, version: int) -
         (TOPIC_RESOURCE, "orders", ErrorCode.INVALID_CONFIG),
     ]
     assert "flush.ms" in (response.responses[2].error_message or "")
+    assert h.committed == []
+
+
+# --- Dynamic broker configs -------------------------------------------------------------------
+
+
+def broker_configs(h: Harness, name: str) -> dict[str, str]:
+    return h.image.configs.get((BROKER_RESOURCE, name), {})
+
+
+def test_alter_broker_configs_at_both_scopes_then_describe(h: Harness) -> None:
+    outcome = alter(
+        h,
+        [
+            (BROKER_RESOURCE, "", [("log.retention.ms", "5000"), ("log.segment.bytes", "2097152")]),
+            (BROKER_RESOURCE, "1", [("log.retention.ms", "7000")]),
+        ],
+    )
+    # Answered after the commit, like topic configs.
+    assert isinstance(outcome, CommitRecords)
+    assert broker_configs(h, "") == {}
+    assert sorted((r.resource_type, r.resource_name, r.name, r.value) for r in outcome.records) == [
+        (BROKER_RESOURCE, "", "log.retention.ms", "5000"),
+        (BROKER_RESOURCE, "", "log.segment.bytes", "2097152"),
+        (BROKER_RESOURCE, "1", "log.retention.ms", "7000"),
+    ]
+    response = h.carry(outcome)
+    assert codes(response) == [
+        (BROKER_RESOURCE, "", ErrorCode.NONE),
+        (BROKER_RESOURCE, "1", ErrorCode.NONE),
+    ]
+    assert broker_configs(h, "") == {"log.retention.ms": "5000", "log.segment.bytes": "2097152"}
+    assert broker_configs(h, "1") == {"log.retention.ms": "7000"}
+
+    mine = entries(only(describe(h, [(BROKER_RESOURCE, "1", None)], synonyms=True)))
+    millis = mine["log.retention.ms"]
+    assert (millis.value, millis.config_source) == ("7000", ConfigSource.DYNAMIC_BROKER_CONFIG)
+    assert synonyms_of(millis) == [
+        ("log.retention.ms", "7000", ConfigSource.DYNAMIC_BROKER_CONFIG),
+        ("log.retention.ms", "5000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("log.retention.hours", "24", ConfigSource.STATIC_BROKER_CONFIG),
+        ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
+    ]
+    segment = mine["log.segment.bytes"]
+    assert (segment.value, segment.config_source) == (
+        "2097152",
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    )
+    assert synonyms_of(segment) == [
+        ("log.segment.bytes", "2097152", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("log.segment.bytes", str(1 << 30), ConfigSource.DEFAULT_CONFIG),
+    ]
+    default = entries(only(describe(h, [(BROKER_RESOURCE, "", None)], synonyms=True)))
+    assert sorted(default) == ["log.retention.ms", "log.segment.bytes"]
+    assert default["log.retention.ms"].value == "5000"
+    assert not default["log.retention.ms"].read_only
+
+    # Topics without overrides follow: per-broker wins over the cluster default.
+    plain = entries(only(describe(h, [(TOPIC_RESOURCE, "plain", None)], synonyms=True)))
+    assert (plain["retention.ms"].value, plain["retention.ms"].config_source) == (
+        "7000",
+        ConfigSource.DYNAMIC_BROKER_CONFIG,
+    )
+    assert (plain["segment.bytes"].value, plain["segment.bytes"].config_source) == (
+        "2097152",
+        ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+    )
+    # A topic override still wins.
+    assert (
+        entries(only(describe(h, [(TOPIC_RESOURCE, "orders", None)])))["retention.ms"].value
+        == "1000"
+    )
+
+
+def test_legacy_alter_replaces_the_set_and_null_deletes(h: Harness) -> None:
+    h.set_config(BROKER_RESOURCE, "1", "log.retention.ms", "7000")
+    h.set_config(BROKER_RESOURCE, "1", "log.roll.ms", "9000")
+    h.set_config(BROKER_RESOURCE, "1", "message.max.bytes", "2000")
+    outcome = alter(
+        h,
+        [(BROKER_RESOURCE, "1", [("log.retention.ms", None), ("log.roll.ms", "9000")])],
+    )
+    assert isinstance(outcome, CommitRecords)
+    # The null and the key not named are deleted; the unchanged key gets no record.
+    assert [(r.name, r.value) for r in outcome.records] == [
+        ("log.retention.ms", None),
+        ("message.max.bytes", None),
+    ]
+    assert codes(h.carry(outcome)) == [(BROKER_RESOURCE, "1", ErrorCode.NONE)]
+    assert broker_configs(h, "1") == {"log.roll.ms": "9000"}
+    millis = entries(only(describe(h, [(BROKER_RESOURCE, "1", ["log.retention.ms"])])))
+    assert millis["log.retention.ms"].config_source == ConfigSource.DEFAULT_CONFIG
+
+
+def test_incremental_broker_set_delete_and_append(h: Harness) -> None:
+    h.set_config(BROKER_RESOURCE, "", "message.max.bytes", "2000")
+    response = h.carry(
+        incremental_alter(
+            h,
+            [
+                (
+                    BROKER_RESOURCE,
+                    "",
+                    [
+                        ("message.max.bytes", DELETE, None),
+                        ("log.cleanup.policy", APPEND, "compact"),
+                        ("min.insync.replicas", SET, "2"),
+                    ],
+                ),
+                (BROKER_RESOURCE, "1", [("unclean.leader.election.enable", SET, "true")]),
+            ],
+        )
+    )
+    assert codes(response) == [
+        (BROKER_RESOURCE, "", ErrorCode.NONE),
+        (BROKER_RESOURCE, "1", ErrorCode.NONE),
+    ]
+    # APPEND started from the server default, "delete".
+    assert broker_configs(h, "") == {
+        "log.cleanup.policy": "delete,compact",
+        "min.insync.replicas": "2",
+    }
+    assert broker_configs(h, "1") == {"unclean.leader.election.enable": "true"}
+    plain = entries(only(describe(h, [(TOPIC_RESOURCE, "plain", None)])))
+    assert plain["cleanup.policy"].value == "delete,compact"
+    assert plain["max.message.bytes"].config_source == ConfigSource.DEFAULT_CONFIG
+    assert plain["unclean.leader.election.enable"].value == "true"
+
+
+@pytest.mark.parametrize("api", ["legacy", "incremental"])
+def test_other_broker_keys_are_a_policy_violation_naming_them(h: Harness, api: str) -> None:
+    keys: list[tuple[str, str | None]] = [
+        ("log.retention.ms", "5"),
+        ("num.partitions", "4"),
+        ("log.retention.hours", "1"),
+    ]
+    if api == "legacy":
+        outcome = alter(h, [(BROKER_RESOURCE, "", keys)])
+    else:
+        outcome = incremental_alter(h, [(BROKER_RESOURCE, "", [(k, SET, v) for k, v in keys])])
+    assert isinstance(outcome, Reply)
+    assert codes(outcome.response) == [(BROKER_RESOURCE, "", ErrorCode.POLICY_VIOLATION)]
+    message = outcome.response.responses[0].error_message or ""
+    assert "log.retention.hours, num.partitions" in message
+    assert "log.retention.ms" not in message
+    assert broker_configs(h, "") == {}
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("log.segment.bytes", "12"),  # below the server key's range
+        ("log.retention.bytes", "lots"),  # not a long
+        ("log.roll.ms", "0"),  # segment.ms must be at least 1
+        ("compression.type", "brotli"),
+        ("min.insync.replicas", "0"),
+    ],
+)
+@pytest.mark.parametrize("api", ["legacy", "incremental"])
+def test_invalid_broker_values_are_invalid_config_naming_the_key(
+    h: Harness, api: str, key: str, value: str
+) -> None:
+    if api == "legacy":
+        outcome = alter(h, [(BROKER_RESOURCE, "1", [(key, value)])])
+    else:
+        outcome = incremental_alter(h, [(BROKER_RESOURCE, "1", [(key, SET, value)])])
+    assert isinstance(outcome, Reply)
+    assert codes(outcome.response) == [(BROKER_RESOURCE, "1", ErrorCode.INVALID_CONFIG)]
+    assert key in (outcome.response.responses[0].error_message or "")
+    assert broker_configs(h, "1") == {}
+
+
+def test_broker_validate_only_changes_nothing(h: Harness) -> None:
+    legacy_outcome = alter(
+        h, [(BROKER_RESOURCE, "", [("log.retention.ms", "5000")])], validate_only=True
+    )
+    assert isinstance(legacy_outcome, Reply)
+    assert codes(legacy_outcome.response) == [(BROKER_RESOURCE, "", ErrorCode.NONE)]
+    incremental_outcome = incremental_alter(
+        h, [(BROKER_RESOURCE, "1", [("log.retention.ms", SET, "5000")])], validate_only=True
+    )
+    assert isinstance(incremental_outcome, Reply)
+    assert codes(incremental_outcome.response) == [(BROKER_RESOURCE, "1", ErrorCode.NONE)]
+    bad = alter(h, [(BROKER_RESOURCE, "1", [("log.retention.ms", "x")])], validate_only=True)
+    assert isinstance(bad, Reply)
+    assert codes(bad.response) == [(BROKER_RESOURCE, "1", ErrorCode.INVALID_CONFIG)]
+    assert broker_configs(h, "") == {} and broker_configs(h, "1") == {}
     assert h.committed == []

@@ -3,21 +3,27 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
 from odradek.broker.config import SERVER_CONFIG_DEF, ServerConfig
 from odradek.broker.topic_config import (
+    DYNAMIC_BROKER_TOPIC_KEYS,
     TOPIC_CONFIG_DEF,
     TOPIC_CONFIG_SYNONYMS,
     ConfigEntry,
     ConfigSource,
     ConfigSynonym,
+    effective_log_config,
     effective_topic_config,
+    effective_topic_value,
     to_log_config,
     topic_log_config,
+    validate_dynamic_broker_configs,
     validate_topic_overrides,
 )
+from odradek.controller.image import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from odradek.core.errors import ConfigError
 from odradek.storage.log import LogConfig
 
@@ -334,3 +340,122 @@ def test_log_config_from_partial_or_hand_made_entries() -> None:
         to_log_config([entry("segment.bytes", "10")])
     synonym = ConfigSynonym("retention.ms", "5", S.DYNAMIC_TOPIC_CONFIG)
     assert synonym.source == 1
+
+
+# --- Dynamic broker keys and the image-based helpers -----------------------------------------
+
+
+def test_dynamic_broker_keys_are_the_primary_synonyms() -> None:
+    assert {"log.retention.ms", "log.segment.bytes", "message.max.bytes"} <= (
+        DYNAMIC_BROKER_TOPIC_KEYS
+    )
+    assert {"min.insync.replicas", "log.cleanup.policy", "compression.type"} <= (
+        DYNAMIC_BROKER_TOPIC_KEYS
+    )
+    # Unit variants and keys with other effects stay static, as in Kafka.
+    assert not {"log.retention.hours", "log.roll.hours", "log.flush.scheduler.interval.ms"} & (
+        DYNAMIC_BROKER_TOPIC_KEYS
+    )
+    assert "num.partitions" not in DYNAMIC_BROKER_TOPIC_KEYS
+    assert len(DYNAMIC_BROKER_TOPIC_KEYS) == sum(1 for s in TOPIC_CONFIG_SYNONYMS.values() if s)
+
+
+def test_dynamic_broker_values_come_back_typed() -> None:
+    typed = validate_dynamic_broker_configs(
+        {"log.retention.ms": "5000", "log.cleanup.policy": "compact,delete"}
+    )
+    assert typed == {"log.retention.ms": 5000, "log.cleanup.policy": ["compact", "delete"]}
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("log.segment.bytes", "12"),
+        ("log.retention.bytes", "x"),
+        ("log.roll.ms", "0"),
+        ("log.flush.interval.ms", "-1"),
+        ("num.partitions", "3"),
+    ],
+)
+def test_bad_dynamic_broker_values_name_the_key(key: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        validate_dynamic_broker_configs({key: value})
+
+
+def image_configs(
+    topic: dict[str, str] | None = None,
+    broker: dict[str, str] | None = None,
+    default: dict[str, str] | None = None,
+) -> dict[tuple[int, str], dict[str, str]]:
+    return {
+        (CONFIG_RESOURCE_TOPIC, "t"): topic or {},
+        (CONFIG_RESOURCE_BROKER, "1"): broker or {},
+        (CONFIG_RESOURCE_BROKER, ""): default or {},
+        # Another broker's and another topic's configs never apply.
+        (CONFIG_RESOURCE_BROKER, "2"): {"log.retention.ms": "2", "message.max.bytes": "2"},
+        (CONFIG_RESOURCE_TOPIC, "u"): {"retention.ms": "3", "max.message.bytes": "3"},
+    }
+
+
+@pytest.mark.parametrize(
+    ("layers", "expected"),
+    [
+        ({}, 604_800_000),  # default
+        ({"static": "10"}, 10 * 3_600_000),  # log.retention.hours in server.properties
+        ({"static": "10", "default": "500"}, 500),
+        ({"static": "10", "default": "500", "broker": "700"}, 700),
+        ({"static": "10", "default": "500", "broker": "700", "topic": "900"}, 900),
+        ({"topic": "900"}, 900),
+        ({"default": "500", "topic": "900"}, 900),
+        ({"broker": "700", "default": "500"}, 700),
+    ],
+)
+def test_effective_values_follow_the_four_layers(layers: dict[str, str], expected: int) -> None:
+    srv = server(log_retention_hours=layers["static"]) if "static" in layers else server()
+    configs = image_configs(
+        topic={"retention.ms": layers["topic"]} if "topic" in layers else None,
+        broker={"log.retention.ms": layers["broker"]} if "broker" in layers else None,
+        default={"log.retention.ms": layers["default"]} if "default" in layers else None,
+    )
+    assert effective_topic_value(srv, configs, "t", 1, "retention.ms") == expected
+    assert effective_log_config(srv, configs, "t", 1).retention_ms == expected
+
+
+def test_effective_log_config_mixes_layers_key_by_key() -> None:
+    srv = server(log_segment_bytes=str(4 << 20), log_flush_interval_messages="5")
+    configs = image_configs(
+        topic={"segment.bytes": str(3 << 20)},
+        broker={"log.retention.bytes": "1000"},
+        default={"log.retention.bytes": "2000", "log.index.interval.bytes": "8192"},
+    )
+    log = effective_log_config(srv, configs, "t", 1)
+    assert log.segment_bytes == 3 << 20  # topic
+    assert log.retention_bytes == 1000  # this broker
+    assert log.index_interval_bytes == 8192  # cluster default
+    assert log.flush_messages == 5  # static
+    assert log.segment_ms == 7 * 24 * 3_600_000  # default
+    # Seen from broker 2, its own dynamic value applies instead.
+    assert effective_log_config(srv, configs, "t", 2).retention_ms == 2
+    # A topic with no configs at all takes the broker side only.
+    assert effective_log_config(srv, {}, "t", 1) == topic_log_config(srv, {})
+
+
+def test_effective_topic_value_for_max_message_bytes_and_errors() -> None:
+    srv = server(message_max_bytes="4000")
+    assert effective_topic_value(srv, {}, "t", 1, "max.message.bytes") == 4000
+    configs = image_configs(default={"message.max.bytes": "5000"})
+    assert effective_topic_value(srv, configs, "t", 1, "max.message.bytes") == 5000
+    configs = image_configs(
+        broker={"message.max.bytes": "6000"}, default={"message.max.bytes": "5000"}
+    )
+    assert effective_topic_value(srv, configs, "t", 1, "max.message.bytes") == 6000
+    configs = image_configs(topic={"max.message.bytes": "7000"}, broker={"message.max.bytes": "1"})
+    assert effective_topic_value(srv, configs, "t", 1, "max.message.bytes") == 7000
+    # Unset everywhere: None, the caller's majority.
+    assert effective_topic_value(srv, {}, "t", 1, "min.insync.replicas") is None
+    with pytest.raises(ConfigError, match=r"no\.such\.key"):
+        effective_topic_value(srv, {}, "t", 1, "no.such.key")
+    with pytest.raises(ConfigError, match=r"max\.message\.bytes"):
+        effective_topic_value(
+            srv, image_configs(topic={"max.message.bytes": "x"}), "t", 1, "max.message.bytes"
+        )

@@ -12,11 +12,14 @@ from hypothesis import strategies as st
 from odradek.controller.configs import (
     ConfigSchema,
     OpType,
+    alter_broker_configs,
     alter_topic_configs,
+    check_broker_resource,
     check_topic_resource,
+    incremental_alter_broker_configs,
     incremental_alter_topic_configs,
 )
-from odradek.controller.image import CONFIG_RESOURCE_TOPIC, MetadataImage
+from odradek.controller.image import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC, MetadataImage
 from odradek.core.errors import ConfigError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.metadata import ConfigRecord, TopicRecord
@@ -294,3 +297,88 @@ def test_the_whole_resulting_set_is_validated() -> None:
     )
     assert fixed.error_code == ErrorCode.NONE
     assert changes(fixed.records) == [("flag", "y"), ("retention.ms", "5")]
+
+
+# --- broker resources -------------------------------------------------------------------------
+
+
+def broker_image(name: str, configs: dict[str, str]) -> MetadataImage:
+    image = image_with({"retention.ms": "1"})
+    for key, value in sorted(configs.items()):
+        image.replay(
+            ConfigRecord(
+                resource_type=CONFIG_RESOURCE_BROKER, resource_name=name, name=key, value=value
+            ),
+            image.offset + 1,
+        )
+    return image
+
+
+@pytest.mark.parametrize("name", ["", "1", "7"])
+def test_broker_alter_replaces_its_set_null_deletes_and_records_are_type_4(name: str) -> None:
+    image = broker_image(name, {"retention.ms": "5", "segment.bytes": "9", "flag": "x"})
+    outcome = alter_broker_configs(
+        image, name, [("retention.ms", None), ("segment.bytes", "9"), ("flag", "y")], SCHEMA
+    )
+    assert outcome.error_code == ErrorCode.NONE
+    assert [(r.resource_type, r.resource_name, r.name, r.value) for r in outcome.records] == [
+        (CONFIG_RESOURCE_BROKER, name, "flag", "y"),
+        (CONFIG_RESOURCE_BROKER, name, "retention.ms", None),
+    ]
+    for record in outcome.records:
+        image.replay(record, image.offset + 1)
+    assert image.configs[(CONFIG_RESOURCE_BROKER, name)] == {"segment.bytes": "9", "flag": "y"}
+    # The topic of the same key is untouched.
+    assert image.configs[(CONFIG_RESOURCE_TOPIC, TOPIC)] == {"retention.ms": "1"}
+
+
+def test_broker_incremental_operations_on_the_broker_resource() -> None:
+    image = broker_image("", {"retention.ms": "5"})
+    outcome = incremental_alter_broker_configs(
+        image,
+        "",
+        [
+            ("retention.ms", OpType.DELETE, None),
+            ("cleanup.policy", OpType.APPEND, "compact"),
+            ("segment.bytes", OpType.SET, "10"),
+        ],
+        SCHEMA,
+    )
+    assert outcome.error_code == ErrorCode.NONE
+    assert all(r.resource_type == CONFIG_RESOURCE_BROKER for r in outcome.records)
+    for record in outcome.records:
+        image.replay(record, image.offset + 1)
+    assert image.configs[(CONFIG_RESOURCE_BROKER, "")] == {
+        "cleanup.policy": "delete,compact",
+        "segment.bytes": "10",
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "entries", "code", "needle"),
+    [
+        ("x", [("retention.ms", "1")], ErrorCode.INVALID_REQUEST, "Node id must be an integer"),
+        ("1", [("retention.ms", "1"), ("retention.ms", "2")], ErrorCode.INVALID_REQUEST, "dup"),
+        ("1", [("segment.bytes", "big")], ErrorCode.INVALID_CONFIG, "segment.bytes"),
+        ("", [("nope", "1")], ErrorCode.INVALID_CONFIG, "nope"),
+    ],
+)
+def test_broker_commands_refuse_bad_entries(
+    name: str, entries: list[tuple[str, str]], code: ErrorCode, needle: str
+) -> None:
+    image = broker_image(name, {})
+    for outcome in (
+        alter_broker_configs(image, name, list(entries), SCHEMA),
+        incremental_alter_broker_configs(
+            image, name, [(k, OpType.SET, v) for k, v in entries], SCHEMA
+        ),
+    ):
+        assert (outcome.error_code, outcome.records) == (code, [])
+        assert needle in (outcome.error_message or "")
+
+
+def test_check_broker_resource() -> None:
+    assert check_broker_resource("") is None
+    assert check_broker_resource("3") is None
+    problem = check_broker_resource("three")
+    assert problem is not None and problem.error_code == ErrorCode.INVALID_REQUEST

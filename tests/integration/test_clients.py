@@ -256,3 +256,55 @@ def test_librdkafka_idempotent_producer(node: NodeProcess) -> None:
     assert sorted(delivered) == sorted((p, o) for p in (0, 1) for o in range(1000))
     got = consume_all(node.bootstrap, "idem", 2, 2000)
     assert len(got) == 2000
+
+
+def test_topic_max_message_bytes_and_dynamic_broker_configs(node: NodeProcess) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ConfigSource
+
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    topic = NewTopic("small-messages", num_partitions=1, config={"max.message.bytes": "2000"})
+    for future in admin.create_topics([topic]).values():
+        future.result(15)
+    producer = Producer({"bootstrap.servers": node.bootstrap, "compression.type": "none"})
+    errors: list[int] = []
+    producer.produce(
+        "small-messages",
+        value=b"x" * 5000,
+        on_delivery=lambda e, m: errors.append(0 if e is None else e.code()),
+    )
+    producer.flush(20)  # separate batches: a batch is refused whole
+    producer.produce(
+        "small-messages",
+        value=b"x" * 100,
+        on_delivery=lambda e, m: errors.append(0 if e is None else e.code()),
+    )
+    producer.flush(20)
+    assert errors == [KafkaError.MSG_SIZE_TOO_LARGE, 0]
+
+    broker = ConfigResource(
+        ConfigResource.Type.BROKER,
+        "1",
+        incremental_configs=[
+            ConfigEntry(
+                "log.retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET
+            )  # SET
+        ],
+    )
+    admin.incremental_alter_configs([broker])[broker].result(15)
+    described = admin.describe_configs([ConfigResource(ConfigResource.Type.BROKER, "1")])
+    entry = next(iter(described.values())).result(15)["log.retention.ms"]
+    assert entry.value == "7200000"
+    assert entry.source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
+    topic_resource = ConfigResource(ConfigResource.Type.TOPIC, "small-messages")
+    topic_configs = admin.describe_configs([topic_resource])[topic_resource].result(15)
+    assert topic_configs["retention.ms"].value == "7200000"  # the new broker default
+    refused = ConfigResource(
+        ConfigResource.Type.BROKER,
+        "1",
+        incremental_configs=[
+            ConfigEntry("num.io.threads", "4", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    with pytest.raises(KafkaException) as info:
+        admin.incremental_alter_configs([refused])[refused].result(15)
+    assert info.value.args[0].code() == KafkaError.POLICY_VIOLATION

@@ -6,14 +6,18 @@ This module owns the broker's answers about configuration:
   synonyms, from :func:`~odradek.broker.topic_config.effective_topic_config`) and for
   brokers (this node's :class:`~odradek.broker.config.ServerConfig`, or the dynamic
   cluster defaults for the resource named ""), with Kafka's per-resource errors;
-* AlterConfigs (v0-2) and IncrementalAlterConfigs (v0-1) for topics, decided by the
-  controller's pure commands (``odradek.controller.configs``) and answered once their
-  ConfigRecords are committed (``CommitRecords``), so a client that was told a config
-  changed reads it back at once.
+* AlterConfigs (v0-2) and IncrementalAlterConfigs (v0-1) for topics and brokers, decided
+  by the controller's pure commands (``odradek.controller.configs``) and answered once
+  their ConfigRecords are committed (``CommitRecords``), so a client that was told a
+  config changed reads it back at once.
 
-Dynamic broker configs are refused with POLICY_VIOLATION. Nothing on this node would
-apply a changed broker value to the running logs, sockets or threads, so accepting one
-would make DescribeConfigs report a value the broker does not use. Broker keys are set in
+Dynamic broker configs are accepted only for the keys whose sole effect is as the default
+of a topic config (:data:`~odradek.broker.topic_config.DYNAMIC_BROKER_TOPIC_KEYS`:
+``log.retention.ms``, ``log.segment.bytes``, ``message.max.bytes`` ...), for this broker
+(its id) or as the cluster default (""); the node applies them as it resolves each topic's
+settings. Any other broker key is refused with POLICY_VIOLATION: nothing on this node
+would apply it to the running sockets or threads, so accepting one would make
+DescribeConfigs report a value the broker does not use. Those keys are set in
 ``server.properties`` and take effect at restart.
 
 The handlers take the ServerConfig as an explicit argument: BrokerState holds only what
@@ -35,14 +39,18 @@ from odradek.broker.config import (
 from odradek.broker.effects import CommitRecords, Outcome, Reply
 from odradek.broker.state import BrokerState
 from odradek.broker.topic_config import (
+    DYNAMIC_BROKER_TOPIC_KEYS,
     TOPIC_CONFIG_DEF,
     effective_topic_config,
+    validate_dynamic_broker_configs,
     validate_topic_overrides,
 )
 from odradek.controller.configs import (
     ConfigOutcome,
     ConfigSchema,
+    alter_broker_configs,
     alter_topic_configs,
+    incremental_alter_broker_configs,
     incremental_alter_topic_configs,
 )
 from odradek.controller.image import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
@@ -73,6 +81,7 @@ __all__ = [
     "DESCRIBE_CONFIGS_VERSIONS",
     "INCREMENTAL_ALTER_CONFIGS_VERSIONS",
     "broker_config_entries",
+    "broker_schema",
     "handle_alter_configs",
     "handle_describe_configs",
     "handle_incremental_alter_configs",
@@ -194,6 +203,11 @@ def broker_config_entries(
         # A key we cannot type might be a secret: Kafka reports such keys as sensitive.
         sensitive = key is None or key.type is ConfigType.PASSWORD
         synonyms = _broker_synonyms(name, server, layer_broker, dynamic_default, sensitive)
+        if not per_broker:
+            # Kafka's ConfigHelper: the cluster default lists only its own layer.
+            synonyms = [
+                s for s in synonyms if s.source is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+            ]
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
         # After the cut above, the first synonym (if any) is the key's own value.
         own = synonyms[0] if synonyms else None
@@ -216,10 +230,9 @@ def broker_config_entries(
                 value=value,
                 source=source,
                 is_default=source is ConfigSource.DEFAULT_CONFIG,
-                # Every broker key is read-only here, even those Kafka can change at run
-                # time: this node refuses dynamic broker configs (see the module doc),
-                # and a tool that offers to edit a key should not be told otherwise.
-                read_only=True,
+                # Only the topic-default keys can be changed at run time here (see the
+                # module doc); a tool that offers to edit another should not be told so.
+                read_only=name not in DYNAMIC_BROKER_TOPIC_KEYS,
                 sensitive=sensitive,
                 synonyms=tuple(synonyms),
                 config_type=key.type if key is not None else None,
@@ -359,8 +372,23 @@ def topic_schema(server: ServerConfig) -> ConfigSchema:
     return ConfigSchema(validate=validate, list_defaults=_LIST_DEFAULTS)
 
 
-def _alter_broker(state: BrokerState, name: str, keys: Sequence[str]) -> ConfigOutcome:
-    """A broker resource in AlterConfigs or IncrementalAlterConfigs: see the module doc."""
+_BROKER_LIST_DEFAULTS: Final[Mapping[str, str]] = {
+    name: SERVER_CONFIG_DEF[name].format(SERVER_CONFIG_DEF[name].default_value) or ""
+    for name in sorted(DYNAMIC_BROKER_TOPIC_KEYS)
+    if SERVER_CONFIG_DEF[name].type is ConfigType.LIST
+}
+
+
+def broker_schema() -> ConfigSchema:
+    """The dynamic broker keys, in the shape the controller's commands need."""
+    return ConfigSchema(
+        validate=validate_dynamic_broker_configs, list_defaults=_BROKER_LIST_DEFAULTS
+    )
+
+
+def _broker_refusal(state: BrokerState, name: str, keys: Sequence[str]) -> ConfigOutcome | None:
+    """Why a broker resource in AlterConfigs or IncrementalAlterConfigs is refused before
+    the controller's command sees it (see the module doc), or None."""
     if name != "":
         try:
             broker_id = int(name)
@@ -376,13 +404,13 @@ def _alter_broker(state: BrokerState, name: str, keys: Sequence[str]) -> ConfigO
             )
     if len(set(keys)) != len(keys):
         return ConfigOutcome(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-    if not keys:
-        # Nothing is set dynamically, so an empty change leaves everything as it is.
-        return ConfigOutcome(ErrorCode.NONE)
+    static = sorted(set(keys) - DYNAMIC_BROKER_TOPIC_KEYS)
+    if not static:
+        return None
     return ConfigOutcome(
         ErrorCode.POLICY_VIOLATION,
-        "Dynamic broker configs are not supported: set "
-        + ", ".join(sorted(set(keys)))
+        "Only the broker defaults of topic configs can be changed dynamically: set "
+        + ", ".join(static)
         + " in server.properties and restart the node",
     )
 
@@ -431,6 +459,7 @@ def _alter(
     state: BrokerState,
     resources: Sequence[R],
     topic_command: Callable[[R], ConfigOutcome],
+    broker_command: Callable[[R], ConfigOutcome],
 ) -> tuple[list[tuple[int, str, ConfigOutcome]], list[ConfigRecord]]:
     """Shared by both alter APIs: one outcome per resource and all the records."""
     repeated = _duplicates(resources)
@@ -445,7 +474,8 @@ def _alter(
         elif kind == CONFIG_RESOURCE_TOPIC:
             outcome = topic_command(resource)
         elif kind == CONFIG_RESOURCE_BROKER:
-            outcome = _alter_broker(state, name, [c.name for c in resource.configs])
+            refusal = _broker_refusal(state, name, [c.name for c in resource.configs])
+            outcome = broker_command(resource) if refusal is None else refusal
         else:
             outcome = ConfigOutcome(ErrorCode.INVALID_REQUEST, _unsupported_type_message(kind))
         outcomes.append((kind, name, outcome))
@@ -459,12 +489,15 @@ def handle_alter_configs(
     header: RequestHeader,
     request: AlterConfigsRequest,
 ) -> Outcome:
-    schema = topic_schema(server)
+    schema, brokers = topic_schema(server), broker_schema()
     outcomes, records = _alter(
         state,
         request.resources,
         lambda r: alter_topic_configs(
             state.image, r.resource_name, [(c.name, c.value) for c in r.configs], schema
+        ),
+        lambda r: alter_broker_configs(
+            state.image, r.resource_name, [(c.name, c.value) for c in r.configs], brokers
         ),
     )
     response = AlterConfigsResponse(
@@ -487,7 +520,7 @@ def handle_incremental_alter_configs(
     header: RequestHeader,
     request: IncrementalAlterConfigsRequest,
 ) -> Outcome:
-    schema = topic_schema(server)
+    schema, brokers = topic_schema(server), broker_schema()
     outcomes, records = _alter(
         state,
         request.resources,
@@ -496,6 +529,12 @@ def handle_incremental_alter_configs(
             r.resource_name,
             [(c.name, c.config_operation, c.value) for c in r.configs],
             schema,
+        ),
+        lambda r: incremental_alter_broker_configs(
+            state.image,
+            r.resource_name,
+            [(c.name, c.config_operation, c.value) for c in r.configs],
+            brokers,
         ),
     )
     response = IncrementalAlterConfigsResponse(

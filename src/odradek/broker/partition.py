@@ -25,6 +25,8 @@ class LocalPartition:
     flush_before_ack: bool = True
     producers: ProducerStateManager = field(default_factory=ProducerStateManager)
     """Idempotent producers' sequence state, rebuilt from a snapshot and the log tail."""
+    max_message_bytes: int | None = None
+    """The topic's ``max.message.bytes``; None: the broker's ``message.max.bytes``."""
 
     @property
     def key(self) -> tuple[str, int]:

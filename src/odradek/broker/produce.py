@@ -66,7 +66,8 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
                 result.error_code = _problem_code(e.problem)
                 result.error_message = str(e)
                 continue
-            refusal = _refuse(state, headers)
+            limit = partition.max_message_bytes or state.settings.message_max_bytes
+            refusal = _refuse(headers, limit)
             if refusal is not None:
                 result.error_code, result.error_message = refusal
                 continue
@@ -107,13 +108,12 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
     return Reply(response)
 
 
-def _refuse(state: BrokerState, headers: list[BatchHeader]) -> tuple[ErrorCode, str] | None:
+def _refuse(headers: list[BatchHeader], max_message_bytes: int) -> tuple[ErrorCode, str] | None:
     for h in headers:
-        if h.size_in_bytes > state.settings.message_max_bytes:
+        if h.size_in_bytes > max_message_bytes:
             return (
                 ErrorCode.MESSAGE_TOO_LARGE,
-                f"batch of {h.size_in_bytes} bytes exceeds message.max.bytes "
-                f"{state.settings.message_max_bytes}",
+                f"batch of {h.size_in_bytes} bytes exceeds max.message.bytes {max_message_bytes}",
             )
         if h.is_control:
             return ErrorCode.INVALID_RECORD, "clients may not write control batches"

@@ -13,7 +13,11 @@ This module owns:
 * :func:`effective_topic_config`, the answer to DescribeConfigs for a topic: every key
   with its value, Kafka's source and the synonyms it was chosen from;
 * :func:`to_log_config`, the storage engine's :class:`~odradek.storage.log.LogConfig`
-  from a topic's effective configuration.
+  from a topic's effective configuration, and :func:`effective_log_config` /
+  :func:`effective_topic_value`, the same resolved straight from the metadata image;
+* :data:`DYNAMIC_BROKER_TOPIC_KEYS`, the broker keys that may be set at run time (those
+  whose only effect is as a topic config's default), and
+  :func:`validate_dynamic_broker_configs`, their check.
 
 A value resolves in this order: the topic's own override, then each broker synonym in
 turn (``log.retention.ms`` before ``log.retention.minutes`` before
@@ -37,6 +41,7 @@ from odradek.broker.config import (
     ServerConfig,
     majority,
 )
+from odradek.controller.image import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from odradek.core.configdef import (
     ConfigDef,
     ConfigKey,
@@ -52,15 +57,19 @@ from odradek.core.errors import ConfigError
 from odradek.storage.log import LogConfig
 
 __all__ = [
+    "DYNAMIC_BROKER_TOPIC_KEYS",
     "TOPIC_CONFIG_DEF",
     "TOPIC_CONFIG_SYNONYMS",
     "BrokerSynonym",
     "ConfigEntry",
     "ConfigSource",
     "ConfigSynonym",
+    "effective_log_config",
     "effective_topic_config",
+    "effective_topic_value",
     "to_log_config",
     "topic_log_config",
+    "validate_dynamic_broker_configs",
     "validate_topic_overrides",
 ]
 
@@ -217,6 +226,38 @@ def _check_synonyms() -> None:
 
 
 _check_synonyms()
+
+# Kafka's DynamicLogConfig.ReconfigurableConfigs: the first (primary) broker synonym of
+# each topic key. The unit variants (log.retention.hours ...) stay static, as in Kafka.
+_DYNAMIC_TOPIC_OF: Final[Mapping[str, tuple[str, BrokerSynonym]]] = {
+    synonyms[0].name: (topic_name, synonyms[0])
+    for topic_name, synonyms in TOPIC_CONFIG_SYNONYMS.items()
+    if synonyms
+}
+DYNAMIC_BROKER_TOPIC_KEYS: Final[frozenset[str]] = frozenset(_DYNAMIC_TOPIC_OF)
+"""Broker keys that may be set dynamically, per broker or as the cluster default."""
+
+
+def validate_dynamic_broker_configs(configs: Mapping[str, str]) -> dict[str, ConfigValue]:
+    """Typed values of one broker resource's dynamic configs; :class:`ConfigError` names
+    the first bad key.
+
+    Each value is checked against its server key (type and range) and, as the default it
+    becomes, against the topic key it feeds (``log.roll.ms`` 0 would be a ``segment.ms``
+    of 0), so a dynamic value can never make a topic's storage settings invalid.
+    """
+    typed: dict[str, ConfigValue] = {}
+    for name, raw in configs.items():
+        target = _DYNAMIC_TOPIC_OF.get(name)
+        if target is None:
+            raise ConfigError(f"Cannot update these configs dynamically: {name}")
+        value = SERVER_CONFIG_DEF.parse_value(name, raw)
+        topic_name, synonym = target
+        validator = TOPIC_CONFIG_DEF[topic_name].validator
+        if validator is not None and value is not None:
+            validator.ensure_valid(name, _convert(topic_name, synonym, value))
+        typed[name] = value
+    return typed
 
 
 def validate_topic_overrides(
@@ -420,3 +461,60 @@ def to_log_config(effective: Iterable[ConfigEntry]) -> LogConfig:
 def topic_log_config(server: ServerConfig, overrides: Mapping[str, str]) -> LogConfig:
     """Shorthand: :func:`to_log_config` of :func:`effective_topic_config`."""
     return to_log_config(effective_topic_config(server, overrides, include_synonyms=False))
+
+
+def _image_layers(
+    image_configs: Mapping[tuple[int, str], Mapping[str, str]], topic: str, node_id: int
+) -> tuple[Mapping[str, str], Mapping[str, str], Mapping[str, str]]:
+    """The topic's overrides, this broker's dynamic configs and the cluster defaults."""
+    return (
+        image_configs.get((CONFIG_RESOURCE_TOPIC, topic), {}),
+        image_configs.get((CONFIG_RESOURCE_BROKER, str(node_id)), {}),
+        image_configs.get((CONFIG_RESOURCE_BROKER, ""), {}),
+    )
+
+
+def effective_log_config(
+    server: ServerConfig,
+    image_configs: Mapping[tuple[int, str], Mapping[str, str]],
+    topic: str,
+    node_id: int,
+) -> LogConfig:
+    """The storage settings of ``topic`` on broker ``node_id``, from the image's configs.
+
+    Each value comes from the topic's override, else this broker's dynamic config, else
+    the dynamic cluster default, else ``server.properties``, else the default. A stored
+    value this build does not accept raises :class:`ConfigError`.
+    """
+    overrides, dynamic_broker, dynamic_default = _image_layers(image_configs, topic, node_id)
+    return to_log_config(
+        effective_topic_config(
+            server,
+            overrides,
+            dynamic_broker=dynamic_broker,
+            dynamic_default_broker=dynamic_default,
+            include_synonyms=False,
+        )
+    )
+
+
+def effective_topic_value(
+    server: ServerConfig,
+    image_configs: Mapping[tuple[int, str], Mapping[str, str]],
+    topic: str,
+    node_id: int,
+    name: str,
+) -> ConfigValue:
+    """One topic key's typed value for ``topic`` on broker ``node_id``.
+
+    Same precedence as :func:`effective_log_config`. An unknown key or a stored value this
+    build does not accept raises :class:`ConfigError`; ``min.insync.replicas`` set nowhere
+    is ``None`` (a majority of the replicas, which the caller knows).
+    """
+    key = TOPIC_CONFIG_DEF.get(name)
+    if key is None:
+        raise ConfigError(f"Unknown topic config name: {name}")
+    overrides, dynamic_broker, dynamic_default = _image_layers(image_configs, topic, node_id)
+    if name in overrides:
+        return key.parse(overrides[name])
+    return _resolve(name, server, dynamic_broker, dynamic_default)[0]

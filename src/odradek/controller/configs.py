@@ -1,7 +1,9 @@
-"""Config commands: AlterConfigs and IncrementalAlterConfigs of a topic, as ConfigRecords.
+"""Config commands: AlterConfigs and IncrementalAlterConfigs of a topic or a broker, as
+ConfigRecords.
 
-This module owns the controller's side of changing a topic's dynamic configs: the checks
-on the resource (a legal, existing topic), on the request entry (no key twice, no null
+This module owns the controller's side of changing a topic's or a broker's dynamic
+configs: the checks on the resource (a legal, existing topic; a broker named by an
+integer id, or "" for the cluster-wide default), on the request entry (no key twice, no null
 value where one is not allowed, a known operation) and the computation of the new set of
 overrides, which is then validated as a whole. What comes out is a Kafka error, or the
 :class:`~odradek.protocol.metadata.ConfigRecord` records that make the change once they
@@ -18,6 +20,8 @@ and ``ControllerConfigurationValidator``):
 * IncrementalAlterConfigs applies SET, DELETE, APPEND and SUBTRACT key by key. APPEND and
   SUBTRACT are for LIST keys only and start from the key's default when it is not set;
   APPEND skips items already present, SUBTRACT removes every item named.
+* For a broker resource a null value in AlterConfigs deletes the key, as Kafka allows;
+  which broker keys may be set at all is the caller's policy, checked before.
 * Only keys whose value changes get a record; the resulting set is validated as a whole,
   so deleting an unknown key is a harmless no-op while setting one is INVALID_CONFIG.
 """
@@ -28,7 +32,11 @@ import enum
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from odradek.controller.image import CONFIG_RESOURCE_TOPIC, MetadataImage
+from odradek.controller.image import (
+    CONFIG_RESOURCE_BROKER,
+    CONFIG_RESOURCE_TOPIC,
+    MetadataImage,
+)
 from odradek.controller.topics import topic_name_problem
 from odradek.core.errors import ConfigError
 from odradek.protocol.error_codes import ErrorCode
@@ -38,8 +46,11 @@ __all__ = [
     "ConfigOutcome",
     "ConfigSchema",
     "OpType",
+    "alter_broker_configs",
     "alter_topic_configs",
+    "check_broker_resource",
     "check_topic_resource",
+    "incremental_alter_broker_configs",
     "incremental_alter_topic_configs",
 ]
 
@@ -90,6 +101,17 @@ def check_topic_resource(image: MetadataImage, name: str) -> ConfigOutcome | Non
     return None
 
 
+def check_broker_resource(name: str) -> ConfigOutcome | None:
+    """The error for a broker config resource name that is not "" or an integer, or None."""
+    if name == "":
+        return None
+    try:
+        int(name)
+    except ValueError:
+        return _error(ErrorCode.INVALID_REQUEST, f"Node id must be an integer, but it is: {name}")
+    return None
+
+
 def _duplicate_keys(names: Sequence[str]) -> ConfigOutcome | None:
     if len(set(names)) != len(names):
         repeated = sorted({n for n in names if names.count(n) > 1})
@@ -101,7 +123,10 @@ def _duplicate_keys(names: Sequence[str]) -> ConfigOutcome | None:
 
 
 def _records_for(
-    name: str, current: Mapping[str, str], wanted: Mapping[str, str | None], schema: ConfigSchema
+    resource: tuple[int, str],
+    current: Mapping[str, str],
+    wanted: Mapping[str, str | None],
+    schema: ConfigSchema,
 ) -> ConfigOutcome:
     """Validate the set ``current`` becomes with ``wanted`` applied; records for the changes."""
     result = dict(current)
@@ -114,8 +139,9 @@ def _records_for(
         schema.validate(result)
     except ConfigError as e:
         return _error(ErrorCode.INVALID_CONFIG, str(e))
+    kind, name = resource
     records = [
-        ConfigRecord(resource_type=CONFIG_RESOURCE_TOPIC, resource_name=name, name=key, value=value)
+        ConfigRecord(resource_type=kind, resource_name=name, name=key, value=value)
         for key, value in sorted(wanted.items())
         if current.get(key) != value
     ]
@@ -142,11 +168,38 @@ def alter_topic_configs(
             ErrorCode.INVALID_CONFIG,
             f"Null value not supported for topic configs: {','.join(nulls)}",
         )
-    current = image.configs.get((CONFIG_RESOURCE_TOPIC, name), {})
+    return _replace(image, (CONFIG_RESOURCE_TOPIC, name), configs, schema)
+
+
+def _replace(
+    image: MetadataImage,
+    resource: tuple[int, str],
+    configs: Sequence[tuple[str, str | None]],
+    schema: ConfigSchema,
+) -> ConfigOutcome:
+    """The legacy API's whole-set replacement: keys not named (or null) are deleted."""
+    current = image.configs.get(resource, {})
     wanted: dict[str, str | None] = dict(configs)
     for key in current:
         wanted.setdefault(key, None)
-    return _records_for(name, current, wanted, schema)
+    return _records_for(resource, current, wanted, schema)
+
+
+def alter_broker_configs(
+    image: MetadataImage,
+    name: str,
+    configs: Sequence[tuple[str, str | None]],
+    schema: ConfigSchema,
+) -> ConfigOutcome:
+    """AlterConfigs for broker ``name`` ("" is the cluster default): its dynamic configs
+    become exactly ``configs``; a null value deletes its key."""
+    problem = check_broker_resource(name)
+    if problem is not None:
+        return problem
+    duplicate = _duplicate_keys([key for key, _ in configs])
+    if duplicate is not None:
+        return duplicate
+    return _replace(image, (CONFIG_RESOURCE_BROKER, name), configs, schema)
 
 
 def _parts(value: str) -> list[str]:
@@ -164,6 +217,29 @@ def incremental_alter_topic_configs(
     problem = check_topic_resource(image, name)
     if problem is not None:
         return problem
+    return _apply(image, (CONFIG_RESOURCE_TOPIC, name), operations, schema)
+
+
+def incremental_alter_broker_configs(
+    image: MetadataImage,
+    name: str,
+    operations: Sequence[tuple[str, int, str | None]],
+    schema: ConfigSchema,
+) -> ConfigOutcome:
+    """IncrementalAlterConfigs for broker ``name`` ("" is the cluster default)."""
+    problem = check_broker_resource(name)
+    if problem is not None:
+        return problem
+    return _apply(image, (CONFIG_RESOURCE_BROKER, name), operations, schema)
+
+
+def _apply(
+    image: MetadataImage,
+    resource: tuple[int, str],
+    operations: Sequence[tuple[str, int, str | None]],
+    schema: ConfigSchema,
+) -> ConfigOutcome:
+    """The incremental operations on one resource's current configs."""
     duplicate = _duplicate_keys([key for key, _, _ in operations])
     if duplicate is not None:
         return duplicate
@@ -176,7 +252,7 @@ def incremental_alter_topic_configs(
         return _error(
             ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}"
         )
-    current = image.configs.get((CONFIG_RESOURCE_TOPIC, name), {})
+    current = image.configs.get(resource, {})
     wanted: dict[str, str | None] = {}
     for key, op_id, value in operations:
         op = OpType(op_id)
@@ -199,4 +275,4 @@ def incremental_alter_topic_configs(
                 removed = set(value.split(","))
                 items = [item for item in items if item not in removed]
             wanted[key] = ",".join(items)
-    return _records_for(name, current, wanted, schema)
+    return _records_for(resource, current, wanted, schema)

@@ -52,10 +52,11 @@ from odradek.broker.partition import LocalPartition
 from odradek.broker.producer_ids import ProducerIds
 from odradek.broker.router import Close, Dispatch, Respond, Router
 from odradek.broker.state import BrokerSettings, BrokerState
+from odradek.broker.topic_config import effective_log_config, effective_topic_value
 from odradek.controller.image import MetadataImage
 from odradek.coordinator import API_VERSIONS as GROUP_API_VERSIONS
 from odradek.coordinator import GroupConfig, GroupCoordinator, Output, Write
-from odradek.core.errors import LogOfflineError, RemoteProtocolError
+from odradek.core.errors import ConfigError, LogOfflineError, RemoteProtocolError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.framing import FrameDecoder, size_prefix
 from odradek.protocol.messages import (
@@ -308,10 +309,35 @@ class Node:
     # --- Metadata -------------------------------------------------------------------
 
     def _log_config_for(self, topic: str) -> LogConfig:
+        server = self.config.server
+        if server is not None:
+            try:
+                return effective_log_config(
+                    server, self.state.image.configs, topic, self.config.settings.node_id
+                )
+            except ConfigError as e:
+                log.error("topic %s: %s; using the static configuration", topic, e)
         if self.config.topic_log_config is None:
             return self.config.log_config
         overrides = self.state.image.configs.get((TOPIC_RESOURCE, topic), {})
         return self.config.topic_log_config(overrides)
+
+    def _max_message_bytes_for(self, topic: str) -> int:
+        server = self.config.server
+        if server is not None:
+            try:
+                value = effective_topic_value(
+                    server,
+                    self.state.image.configs,
+                    topic,
+                    self.config.settings.node_id,
+                    "max.message.bytes",
+                )
+                if isinstance(value, int):
+                    return value
+            except ConfigError as e:
+                log.error("topic %s: %s; using message.max.bytes", topic, e)
+        return self.config.settings.message_max_bytes
 
     def _replay_metadata_log(self) -> None:
         assert self.metadata_log is not None
@@ -388,7 +414,10 @@ class Node:
                 )
             # Topic config changes (AlterConfigs) apply to the running log at once.
             partition_log.config = self._log_config_for(key[0])
+            max_message_bytes = self._max_message_bytes_for(key[0])
             current = self.state.partitions.get(key)
+            if current is not None:
+                current.max_message_bytes = max_message_bytes
             if current is None or current.leader_epoch != p.leader_epoch:
                 self.state.partitions[key] = LocalPartition(
                     topic=key[0],
@@ -402,6 +431,7 @@ class Node:
                         if current is not None
                         else self._load_producers(partition_log)
                     ),
+                    max_message_bytes=max_message_bytes,
                 )
 
     # --- Idempotent producers -------------------------------------------------------
