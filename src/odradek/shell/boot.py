@@ -79,7 +79,6 @@ def node_config(server: ServerConfig, cluster_id: str) -> NodeConfig:
         retention_check_interval_ms=server.log_retention_check_interval_ms,
         checkpoint_interval_ms=server.log_flush_offset_checkpoint_interval_ms,
         connections_max_idle_ms=server.connections_max_idle_ms,
-        topic_log_config=lambda overrides: topic_log_config(server, overrides),
         validate_topic_configs=lambda overrides: _validated(server, overrides),
         server=server,
     )

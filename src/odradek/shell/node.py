@@ -23,7 +23,7 @@ import random
 import signal
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,26 +99,25 @@ log = logging.getLogger("odradek.node")
 METADATA_TOPIC = "__cluster_metadata"
 # Requests one connection may have in progress before the node stops reading from it.
 MAX_IN_FLIGHT_PER_CONNECTION = 64
-TOPIC_RESOURCE = 2
 
 
 @dataclass(frozen=True, slots=True)
 class NodeConfig:
+    """What a node runs with; ``odradek.shell.boot.node_config`` derives it."""
+
+    server: ServerConfig
     settings: BrokerSettings
     log_dir: str
     metadata_log_dir: str
     listen_host: str
     listen_port: int
     log_config: LogConfig
+    """The server-wide log settings, used when a topic's effective settings are invalid."""
+    validate_topic_configs: Callable[[dict[str, str]], dict[str, str]]
     max_frame_bytes: int = 104_857_600
     retention_check_interval_ms: int = 300_000
     checkpoint_interval_ms: int = 60_000
     connections_max_idle_ms: int = 600_000
-    topic_log_config: Callable[[Mapping[str, str]], LogConfig] | None = None
-    """The log settings of a topic from its overrides; None: ``log_config`` for all."""
-    validate_topic_configs: Callable[[dict[str, str]], dict[str, str]] | None = None
-    server: ServerConfig | None = None
-    """The server configuration, for the admin APIs that describe it."""
 
 
 def now_ms() -> int:
@@ -132,8 +131,7 @@ class Node:
         self.state = BrokerState(
             settings=config.settings, image=MetadataImage(), rng=random.Random()
         )
-        if config.validate_topic_configs is not None:
-            self.state.validate_topic_configs = config.validate_topic_configs
+        self.state.validate_topic_configs = config.validate_topic_configs
         self.router = Router()
         self._register()
         self.log_dir: LogDir | None = None
@@ -151,13 +149,9 @@ class Node:
         self._data_waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         server = config.server
-        self.group_config = (
-            GroupConfig.from_values(server.values) if server is not None else GroupConfig()
-        )
+        self.group_config = GroupConfig.from_values(server.values)
         self.producer_id_expiration_ms = 86_400_000  # Kafka's producer.id.expiration.ms
-        self.offsets_topic_replication_factor = (
-            server.offsets_topic_replication_factor if server is not None else 3
-        )
+        self.offsets_topic_replication_factor = server.offsets_topic_replication_factor
         self.groups = GroupCoordinator(
             self.group_config, rng=random.Random(), owned_partitions=[], now_ms=now_ms()
         )
@@ -224,8 +218,6 @@ class Node:
         for api_key, versions in GROUP_API_VERSIONS.items():
             r.register(api_key, versions, groups.handle_group_request)
         server = self.config.server
-        if server is None:
-            return
         r.register(
             DeleteRecordsRequest.API_KEY,
             partitions_admin.DELETE_RECORDS_VERSIONS,
@@ -309,35 +301,28 @@ class Node:
     # --- Metadata -------------------------------------------------------------------
 
     def _log_config_for(self, topic: str) -> LogConfig:
-        server = self.config.server
-        if server is not None:
-            try:
-                return effective_log_config(
-                    server, self.state.image.configs, topic, self.config.settings.node_id
-                )
-            except ConfigError as e:
-                log.error("topic %s: %s; using the static configuration", topic, e)
-        if self.config.topic_log_config is None:
+        """The topic's effective log settings: topic > broker > cluster default > file."""
+        try:
+            return effective_log_config(
+                self.config.server, self.state.image.configs, topic, self.config.settings.node_id
+            )
+        except ConfigError as e:
+            log.error("topic %s: %s; using the static configuration", topic, e)
             return self.config.log_config
-        overrides = self.state.image.configs.get((TOPIC_RESOURCE, topic), {})
-        return self.config.topic_log_config(overrides)
 
     def _max_message_bytes_for(self, topic: str) -> int:
-        server = self.config.server
-        if server is not None:
-            try:
-                value = effective_topic_value(
-                    server,
-                    self.state.image.configs,
-                    topic,
-                    self.config.settings.node_id,
-                    "max.message.bytes",
-                )
-                if isinstance(value, int):
-                    return value
-            except ConfigError as e:
-                log.error("topic %s: %s; using message.max.bytes", topic, e)
-        return self.config.settings.message_max_bytes
+        try:
+            value = effective_topic_value(
+                self.config.server,
+                self.state.image.configs,
+                topic,
+                self.config.settings.node_id,
+                "max.message.bytes",
+            )
+        except ConfigError as e:
+            log.error("topic %s: %s; using message.max.bytes", topic, e)
+            value = None
+        return value if isinstance(value, int) else self.config.settings.message_max_bytes
 
     def _replay_metadata_log(self) -> None:
         assert self.metadata_log is not None
