@@ -56,7 +56,7 @@ from odradek.broker.topic_config import effective_log_config, effective_topic_va
 from odradek.controller.image import MetadataImage
 from odradek.coordinator import API_VERSIONS as GROUP_API_VERSIONS
 from odradek.coordinator import GroupConfig, GroupCoordinator, Output, Write
-from odradek.core.errors import ConfigError, LogOfflineError, RemoteProtocolError
+from odradek.core.errors import ConfigError, CorruptLogError, LogOfflineError, RemoteProtocolError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.framing import FrameDecoder, size_prefix
 from odradek.protocol.messages import (
@@ -82,6 +82,7 @@ from odradek.protocol.primitives import Records
 from odradek.protocol.record_batch import Record, decode_records, encode_batch, iter_batches
 from odradek.replication.producer_state import ProducerStateManager
 from odradek.shell.real_fs import RealFileSystem
+from odradek.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
 from odradek.storage.fs import FileSystem, join
 from odradek.storage.group_commit import FlushWaiters
 from odradek.storage.log import FlushTicket, LogConfig, PartitionLog
@@ -247,7 +248,17 @@ class Node:
         # The metadata first: each topic's log settings come from its configs there.
         metadata_dir = join(cfg.metadata_log_dir, f"{METADATA_TOPIC}-0")
         if self.fs.exists(metadata_dir):
-            self.metadata_log = PartitionLog.open(self.fs, metadata_dir, LogConfig(), now)
+            # With its recovery point, corruption of committed metadata stops the node
+            # (the log opens offline) instead of being cut away as a torn tail.
+            self.metadata_log = PartitionLog.open(
+                self.fs,
+                metadata_dir,
+                LogConfig(),
+                now,
+                recovery_point=self._metadata_recovery_point(),
+            )
+            if self.metadata_log.offline is not None:
+                raise LogOfflineError(metadata_dir, self.metadata_log.offline)
         else:
             self.metadata_log = PartitionLog.create(self.fs, metadata_dir, LogConfig(), now)
         self._replay_metadata_log()
@@ -260,6 +271,9 @@ class Node:
             now_ms=now,
             skip=(f"{METADATA_TOPIC}-0",),
         )
+        if cfg.metadata_log_dir == cfg.log_dir:
+            # Checkpointed with the partitions (its recovery point matters at start).
+            self.log_dir.logs[(METADATA_TOPIC, 0)] = self.metadata_log
         self._sync_partitions()
         self._load_offsets_partitions()
         self._register_broker()
@@ -332,6 +346,14 @@ class Node:
                 assert record.value is not None
                 body, _ = decode_metadata_record(record.value)
                 self.state.image.replay(body, base + record.offset_delta)
+
+    def _metadata_recovery_point(self) -> int:
+        path = join(self.config.metadata_log_dir, RECOVERY_POINT_CHECKPOINT)
+        try:
+            return read_offset_checkpoint(self.fs, path).get((METADATA_TOPIC, 0), 0)
+        except CorruptLogError as e:
+            log.warning("ignoring damaged checkpoint, recovering from the start: %s", e)
+            return 0
 
     def _register_broker(self) -> None:
         """Record this node's registration (its broker epoch is the record's offset).
