@@ -101,3 +101,22 @@ def test_sigkill_during_acks_all_produce_loses_nothing_acknowledged(tmp_path: Pa
         assert not missing, f"{len(missing)} acknowledged records lost or moved, e.g. {missing[:3]}"
     finally:
         node.kill()
+
+
+def test_corrupt_committed_metadata_stops_the_node_loudly(tmp_path: Path) -> None:
+    node = NodeProcess(tmp_path)
+    bootstrap = node.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        for future in admin.create_topics([NewTopic("meta", num_partitions=1)]).values():
+            future.result(15)
+        assert node.stop() == 0
+        segment = tmp_path / "node-1" / "__cluster_metadata-0" / ("0" * 20 + ".log")
+        data = bytearray(segment.read_bytes())
+        data[40] ^= 0x01  # inside the first batch's CRC range: a committed record
+        segment.write_bytes(bytes(data))
+        with pytest.raises(AssertionError, match="did not start"):
+            node.start()
+        assert "offline" in node.log_path.read_text()
+    finally:
+        node.kill()

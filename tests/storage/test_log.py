@@ -280,6 +280,20 @@ def test_corrupt_batch_below_the_recovery_point_takes_the_log_offline() -> None:
         recovered.append_as_leader(memoryview(batch()), 0, 0)
 
 
+def test_corrupt_batch_below_the_recovery_point_in_the_last_segment() -> None:
+    # One segment only: the recovery point, not a later segment, marks what was durable.
+    disk = new_disk()
+    log = new_log(disk)
+    for _ in range(3):
+        log.append_as_leader(memoryview(batch()), 0, 0)
+    log.flush(0)
+    log.close()
+    disk.flip_bit(f"{DIR}/{segment_name(0, '.log')}", len(batch()) + 40, 2)
+    recovered = reopen(disk, recovery_point=9)
+    assert recovered.offline is not None and "BAD_CRC" in recovered.offline
+    assert quarantine.entries(disk, DIR) == []  # nothing was cut
+
+
 def test_base_offset_corruption_is_caught_by_density() -> None:
     # The base offset lies outside the CRC: only the offset check can see this.
     disk = new_disk()

@@ -241,8 +241,9 @@ class PartitionLog:
             kept.append(segment)
             if result.problem is None:
                 continue
-            durable_end = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else None
-            if durable_end is not None and durable_end <= recovery_point:
+            # result.next_offset is the offset the bad batch should have started at: all
+            # below the recovery point was known durable, so damage there is corruption.
+            if result.next_offset < recovery_point:
                 self.offline = (
                     f"corrupt batch below the recovery point {recovery_point} in "
                     f"{segment.log_path}: {result.problem}"
