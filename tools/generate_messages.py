@@ -197,9 +197,7 @@ def parse_schema(path: Path) -> Schema:
             tagged_versions=Versions.parse(rf.get("taggedVersions")),  # type: ignore[arg-type]
             ignorable=bool(rf.get("ignorable", False)),
             default=str(rf["default"]) if "default" in rf else None,
-            flexible_override=(
-                Versions.parse(str(rf[FLEXIBLE])) if FLEXIBLE in rf else None
-            ),
+            flexible_override=(Versions.parse(str(rf[FLEXIBLE])) if FLEXIBLE in rf else None),
         )
         if f.tag is not None and f.tagged_versions != f.versions:
             raise SystemExit(f"{path.name}: {f.name}: tagged in only some versions: unsupported")
