@@ -204,6 +204,8 @@ def test_unknown_topic_without_auto_create_errors(node: NodeProcess) -> None:
     consumer.close()
 
 
+# The legacy AlterConfigs API is what this test exercises, deprecated or not.
+@pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
 def test_confluent_admin_configs_partitions_and_delete_records(node: NodeProcess) -> None:
     from confluent_kafka.admin import ConfigResource, NewPartitions
 
