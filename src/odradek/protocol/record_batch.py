@@ -112,6 +112,7 @@ __all__ = [
     "decode_records",
     "encode_batch",
     "encode_control_batch",
+    "header_at",
     "iter_batches",
     "set_base_offset",
     "set_partition_leader_epoch",
@@ -313,7 +314,8 @@ def _byte_view(buf: Buffer) -> Buffer:
 _new_header = BatchHeader._make
 
 
-def _header_at(buf: Buffer, pos: int) -> BatchHeader:
+def header_at(buf: Buffer, pos: int) -> BatchHeader:
+    """The header of the batch at ``pos``, unchecked (for scans of already-valid logs)."""
     return _new_header((pos, *_HEADER.unpack_from(buf, pos)))
 
 
@@ -497,7 +499,7 @@ class BatchIterator(Iterator[BatchHeader]):
         end = pos + LOG_OVERHEAD + batch_length
         if end > self._size:
             raise StopIteration
-        header = _header_at(self._buf, pos)
+        header = header_at(self._buf, pos)
         self.position = end
         return header
 

@@ -79,7 +79,13 @@ from odradek.protocol.metadata import RegisterBrokerRecord
 from odradek.protocol.metadata.register_broker_record import BrokerEndpoint
 from odradek.protocol.metadata_record import decode_metadata_record, encode_metadata_record
 from odradek.protocol.primitives import Records
-from odradek.protocol.record_batch import Record, decode_records, encode_batch, iter_batches
+from odradek.protocol.record_batch import (
+    Record,
+    decode_records,
+    encode_batch,
+    header_at,
+    iter_batches,
+)
 from odradek.replication.producer_state import ProducerStateManager
 from odradek.shell.real_fs import RealFileSystem
 from odradek.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
@@ -341,7 +347,7 @@ class Node:
     def _replay_metadata_log(self) -> None:
         assert self.metadata_log is not None
         for batch in _batches(self.metadata_log):
-            base = int.from_bytes(batch[0:8], "big", signed=True)
+            base = header_at(batch, 0).base_offset
             for record in decode_records(batch):
                 assert record.value is not None
                 body, _ = decode_metadata_record(record.value)
@@ -899,11 +905,9 @@ def _batches(partition_log: PartitionLog, start: int | None = None) -> Iterator[
         if found is None:
             break
         data = found.read()
-        pos = 0
-        while pos + 12 <= len(data):
-            length = int.from_bytes(data[pos + 8 : pos + 12], "big", signed=True) + 12
-            base = int.from_bytes(data[pos : pos + 8], "big", signed=True)
-            yield data[pos : pos + length]
-            last_delta = int.from_bytes(data[pos + 23 : pos + 27], "big", signed=True)
-            offset = base + last_delta + 1
-            pos += length
+        before = offset
+        for header in iter_batches(data):
+            yield data[header.position : header.end]
+            offset = header.next_offset
+        if offset == before:
+            break  # reads return whole batches; no progress means nothing more to read

@@ -308,9 +308,7 @@ class PartitionLog:
         chunks = [s.log.read(0, s.log.size()) for s in segments]
         self._quarantine_bytes(chunks, segments[0].base_offset, None, now_ms, why)
         for s in segments:
-            s.close()
-            for path in s.paths():
-                self.fs.remove(path)
+            s.delete()
         self._dir_dirty = True
 
     # --- Offsets --------------------------------------------------------------------
@@ -534,9 +532,7 @@ class PartitionLog:
         moved = sum(h.records_count for h in headers)
         self._quarantine_bytes(chunks, offset, leader_epoch, now_ms, reason, headers)
         for s in self.segments[i + 1 :]:
-            s.close()
-            for path in s.paths():
-                self.fs.remove(path)
+            s.delete()
         del self.segments[i + 1 :]
         del self._bases[i + 1 :]
         segment.truncate_to(offset)
@@ -560,9 +556,7 @@ class PartitionLog:
             chunks = [s.log.read(0, s.size) for s in self.segments]
             self._quarantine_bytes(chunks, self.log_start_offset, -1, now_ms, reason, headers)
         for s in self.segments:
-            s.close()
-            for path in s.paths():
-                self.fs.remove(path)
+            s.delete()
         self.segments = []
         self._bases = []
         self._add_segment(offset, now_ms)
@@ -652,9 +646,7 @@ class PartitionLog:
             below_start = seg.next_offset <= self.log_start_offset
             if not (expired or too_big or below_start):
                 break
-            seg.close()
-            for path in seg.paths():
-                self.fs.remove(path)
+            seg.delete()
             total -= seg.size
             self.segments.pop(0)
             self._bases.pop(0)

@@ -15,9 +15,9 @@ from odradek.protocol.record_batch import (
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
+    header_at,
     validate_batch,
 )
-from odradek.protocol.record_batch import _header_at as header_at
 from odradek.storage.fs import FileHandle, FileSystem, join
 from odradek.storage.index import OffsetIndex, TimeIndex
 
@@ -313,6 +313,12 @@ class LogSegment:
     def close(self) -> None:
         for h in (self.log, self.index.handle, self.time_index.handle):
             h.close()
+
+    def delete(self) -> None:
+        """Close and remove the segment's three files (the caller fsyncs the directory)."""
+        self.close()
+        for path in self.paths():
+            self.fs.remove(path)
 
 
 def _batch_length_at(handle: FileHandle, position: int) -> int | None:
