@@ -170,81 +170,88 @@ class Node:
 
     def _register(self) -> None:
         s = self.state
-        r = self.router
-        r.register(
-            MetadataRequest.API_KEY,
-            topics.METADATA_VERSIONS,
-            lambda h, b: topics.handle_metadata(s, h, b),
-        )
-        r.register(
-            CreateTopicsRequest.API_KEY,
-            topics.CREATE_TOPICS_VERSIONS,
-            lambda h, b: topics.handle_create_topics(s, h, b),
-        )
-        r.register(
-            DeleteTopicsRequest.API_KEY,
-            topics.DELETE_TOPICS_VERSIONS,
-            lambda h, b: topics.handle_delete_topics(s, h, b),
-        )
-        r.register(
-            ProduceRequest.API_KEY, produce.VERSIONS, lambda h, b: produce.handle_produce(s, h, b)
-        )
-        r.register(FetchRequest.API_KEY, fetch.VERSIONS, lambda h, b: fetch.handle_fetch(s, h, b))
-        r.register(
-            ListOffsetsRequest.API_KEY,
-            list_offsets.VERSIONS,
-            lambda h, b: list_offsets.handle_list_offsets(s, h, b),
-        )
-        r.register(
-            DescribeClusterRequest.API_KEY,
-            cluster.DESCRIBE_CLUSTER_VERSIONS,
-            lambda h, b: cluster.handle_describe_cluster(s, h, b),
-        )
-        r.register(
-            CreatePartitionsRequest.API_KEY,
-            partitions_admin.CREATE_PARTITIONS_VERSIONS,
-            lambda h, b: partitions_admin.handle_create_partitions(s, h, b),
-        )
-        r.register(
-            FindCoordinatorRequest.API_KEY,
-            groups.FIND_COORDINATOR_VERSIONS,
-            lambda h, b: groups.handle_find_coordinator(
-                s,
-                h,
-                b,
-                offsets_topic_num_partitions=self.group_config.offsets_topic_num_partitions,
-                offsets_topic_replication_factor=self.offsets_topic_replication_factor,
-            ),
-        )
-        producer_ids = ProducerIds()
-        r.register(
-            InitProducerIdRequest.API_KEY,
-            init_producer_id.VERSIONS,
-            lambda h, b: init_producer_id.handle_init_producer_id(s, producer_ids, h, b),
-        )
-        for api_key, versions in GROUP_API_VERSIONS.items():
-            r.register(api_key, versions, groups.handle_group_request)
         server = self.config.server
-        r.register(
-            DeleteRecordsRequest.API_KEY,
-            partitions_admin.DELETE_RECORDS_VERSIONS,
-            lambda h, b: partitions_admin.handle_delete_records(s, server, h, b),
-        )
-        r.register(
-            DescribeConfigsRequest.API_KEY,
-            configs.DESCRIBE_CONFIGS_VERSIONS,
-            lambda h, b: configs.handle_describe_configs(s, server, h, b),
-        )
-        r.register(
-            AlterConfigsRequest.API_KEY,
-            configs.ALTER_CONFIGS_VERSIONS,
-            lambda h, b: configs.handle_alter_configs(s, server, h, b),
-        )
-        r.register(
-            IncrementalAlterConfigsRequest.API_KEY,
-            configs.INCREMENTAL_ALTER_CONFIGS_VERSIONS,
-            lambda h, b: configs.handle_incremental_alter_configs(s, server, h, b),
-        )
+        producer_ids = ProducerIds()
+        handlers: list[tuple[int, tuple[int, int], Callable[[Any, Any], Outcome]]] = [
+            (
+                MetadataRequest.API_KEY,
+                topics.METADATA_VERSIONS,
+                lambda h, b: topics.handle_metadata(s, h, b),
+            ),
+            (
+                CreateTopicsRequest.API_KEY,
+                topics.CREATE_TOPICS_VERSIONS,
+                lambda h, b: topics.handle_create_topics(s, h, b),
+            ),
+            (
+                DeleteTopicsRequest.API_KEY,
+                topics.DELETE_TOPICS_VERSIONS,
+                lambda h, b: topics.handle_delete_topics(s, h, b),
+            ),
+            (
+                ProduceRequest.API_KEY,
+                produce.VERSIONS,
+                lambda h, b: produce.handle_produce(s, h, b),
+            ),
+            (FetchRequest.API_KEY, fetch.VERSIONS, lambda h, b: fetch.handle_fetch(s, h, b)),
+            (
+                ListOffsetsRequest.API_KEY,
+                list_offsets.VERSIONS,
+                lambda h, b: list_offsets.handle_list_offsets(s, h, b),
+            ),
+            (
+                DescribeClusterRequest.API_KEY,
+                cluster.DESCRIBE_CLUSTER_VERSIONS,
+                lambda h, b: cluster.handle_describe_cluster(s, h, b),
+            ),
+            (
+                CreatePartitionsRequest.API_KEY,
+                partitions_admin.CREATE_PARTITIONS_VERSIONS,
+                lambda h, b: partitions_admin.handle_create_partitions(s, h, b),
+            ),
+            (
+                DeleteRecordsRequest.API_KEY,
+                partitions_admin.DELETE_RECORDS_VERSIONS,
+                lambda h, b: partitions_admin.handle_delete_records(s, server, h, b),
+            ),
+            (
+                DescribeConfigsRequest.API_KEY,
+                configs.DESCRIBE_CONFIGS_VERSIONS,
+                lambda h, b: configs.handle_describe_configs(s, server, h, b),
+            ),
+            (
+                AlterConfigsRequest.API_KEY,
+                configs.ALTER_CONFIGS_VERSIONS,
+                lambda h, b: configs.handle_alter_configs(s, server, h, b),
+            ),
+            (
+                IncrementalAlterConfigsRequest.API_KEY,
+                configs.INCREMENTAL_ALTER_CONFIGS_VERSIONS,
+                lambda h, b: configs.handle_incremental_alter_configs(s, server, h, b),
+            ),
+            (
+                FindCoordinatorRequest.API_KEY,
+                groups.FIND_COORDINATOR_VERSIONS,
+                lambda h, b: groups.handle_find_coordinator(
+                    s,
+                    h,
+                    b,
+                    offsets_topic_num_partitions=self.group_config.offsets_topic_num_partitions,
+                    offsets_topic_replication_factor=self.offsets_topic_replication_factor,
+                ),
+            ),
+            (
+                InitProducerIdRequest.API_KEY,
+                init_producer_id.VERSIONS,
+                lambda h, b: init_producer_id.handle_init_producer_id(s, producer_ids, h, b),
+            ),
+        ]
+        handlers += [
+            (api_key, versions, groups.handle_group_request)
+            for api_key, versions in GROUP_API_VERSIONS.items()
+        ]
+        for api_key, versions, handler in handlers:
+            self.router.register(api_key, versions, handler)
 
     # --- Start and stop -------------------------------------------------------------
 
