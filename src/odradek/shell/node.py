@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import io
 import logging
 import random
 import signal
@@ -583,8 +584,11 @@ class Node:
             deadline = self.groups.next_deadline_ms()
             delay = 1.0 if deadline is None else max(deadline - now_ms(), 0) / 1000
             self._group_timer_wakeup.clear()
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a
+            # cancellation that races with the wake-up, and the node then never stops.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._group_timer_wakeup.wait(), min(delay, 1.0))
+                async with asyncio.timeout(min(delay, 1.0)):
+                    await self._group_timer_wakeup.wait()
             self._apply_group_output(self.groups.tick(now_ms()))
             # tick() may set the wake-up itself; avoid spinning on it.
             self._group_timer_wakeup.clear()
@@ -619,8 +623,9 @@ class Node:
             if not stopping:
                 # Send what was already asked for (answers before a bad frame, say).
                 with contextlib.suppress(Exception):
-                    await asyncio.wait_for(answers.put(None), 30)
-                    await asyncio.wait_for(sender, 30)
+                    async with asyncio.timeout(30):
+                        await answers.put(None)
+                        await sender
             sender.cancel()
             self._connections.discard(task)
             writer.close()
@@ -638,7 +643,8 @@ class Node:
         loop = asyncio.get_running_loop()
         while True:
             try:
-                data = await asyncio.wait_for(reader.read(1 << 20), idle)
+                async with asyncio.timeout(idle):
+                    data = await reader.read(1 << 20)
             except TimeoutError:
                 log.info("closing idle connection from %s", peer)
                 return
@@ -845,7 +851,8 @@ class Node:
         if not self.config.settings.flush_before_ack:
             self._flush_wakeup.set()
         try:
-            await asyncio.wait_for(future, max(deadline_ms - now_ms(), 0) / 1000)
+            async with asyncio.timeout(max(deadline_ms - now_ms(), 0) / 1000):
+                await future
             return False
         except TimeoutError:
             return True
@@ -884,6 +891,8 @@ async def run_node(config: NodeConfig, ready: asyncio.Event | None = None) -> No
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    # SIGUSR1 logs every task's stack: what a stuck node is waiting for.
+    loop.add_signal_handler(signal.SIGUSR1, _log_tasks)
     await node.start()
     print(f"bootstrap.servers={node.state.settings.host}:{node.port}", flush=True)
     if ready is not None:
@@ -918,3 +927,10 @@ def _batches(partition_log: PartitionLog, start: int | None = None) -> Iterator[
             offset = header.next_offset
         if offset == before:
             break  # reads return whole batches; no progress means nothing more to read
+
+
+def _log_tasks() -> None:
+    for task in asyncio.all_tasks():
+        stream = io.StringIO()
+        task.print_stack(file=stream)
+        log.warning("task %s:\n%s", task.get_name(), stream.getvalue())
