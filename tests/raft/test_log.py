@@ -12,7 +12,7 @@ from odradek.raft.log import UNDEFINED, Entry, MemoryRaftLog
 
 def log_with(epochs: list[int]) -> MemoryRaftLog:
     log = MemoryRaftLog()
-    log.append([Entry(i, e, bytes([i])) for i, e in enumerate(epochs)])
+    log.append([Entry(i, e, (bytes([i]),)) for i, e in enumerate(epochs)])
     return log
 
 
@@ -49,23 +49,23 @@ def test_truncate_drops_epochs() -> None:
     log.truncate_to(2)
     assert log.last_epoch() == 1
     assert log.end_offset_for_epoch(3) == (UNDEFINED, UNDEFINED)
-    log.append([Entry(2, 4, b"x")])
+    log.append([Entry(2, 4, (b"x",))])
     assert log.end_offset_for_epoch(3) == (1, 2)
 
 
 def test_append_rejects_gaps_and_lower_epochs() -> None:
     log = log_with([2])
     with pytest.raises(InvariantError):
-        log.append([Entry(5, 2, b"")])
+        log.append([Entry(5, 2, (b"",))])
     with pytest.raises(InvariantError):
-        log.append([Entry(1, 1, b"")])
+        log.append([Entry(1, 1, (b"",))])
 
 
 def test_entries_from() -> None:
     log = log_with([1, 1, 2, 2])
     assert [e.offset for e in log.entries_from(1, 2)] == [1, 2]
     assert log.entries_from(4, 2) == []
-    assert log.entry_at(3) == Entry(3, 2, bytes([3]))
+    assert log.entry_at(3) == Entry(3, 2, (bytes([3]),))
     assert log.entry_at(4) is None
 
 

@@ -10,12 +10,17 @@ Every ``tests/raft/transcripts/*.txt`` is a list of blocks::
 The commands run against fresh nodes of one file, with one simulated clock (``now``, in ms)
 and a network of pending messages that only moves when told to:
 
-``add-nodes N [seed=S] [election-timeout=MS] [fetch-timeout=MS]``
-    Voters 1..N, each with a ``MemoryRaftLog`` and ``random.Random(S * 1000 + id)``.
+``add-nodes N [observers=M] [dynamic=1] [seed=S] [election-timeout=MS] [fetch-timeout=MS]``
+    Voters 1..N (then observers N+1..N+M), each with a ``MemoryRaftLog`` and
+    ``random.Random(S * 1000 + id)``. Static voters (``controller.quorum.voters``) unless
+    ``dynamic=1``: then every node gets directory id ``id``, a bootstrap snapshot (with
+    the voters for 1..N, without for observers) and voters 1..N as bootstrap servers.
 ``tick [IDS...] [ms=MS]``
     Advance the clock by MS (default 0), then tick the listed nodes (all when none).
-``propose ID payload=TEXT``
-    ``RaftNode.propose`` on node ID (its effects show in that node's next Ready).
+``propose ID payload=TEXT[,TEXT...]``
+    ``RaftNode.propose`` of one batch on node ID, then its ``ready`` (as a driver does).
+``add-voter LEADER ID`` / ``remove-voter LEADER ID`` / ``resign ID``
+    ``add_voter`` / ``remove_voter`` on the leader (then its ``ready``); ``resign`` a leader.
 ``deliver [FILTERS...]`` / ``drop [FILTERS...]``
     Deliver (or discard) the pending messages matching ``A->B`` (``*`` is a wildcard; no
     filter matches all), in the order sent. Only the messages pending when the command
@@ -29,9 +34,10 @@ and a network of pending messages that only moves when told to:
 
 Output lines: ``A->B Message ...`` for a message, indented under a delivered message
 for the reactions of its receiver; ``N state A -> B``, ``N persist ...``,
-``N log truncate to O``, ``N log append ...``, ``N hw A -> B commit ...``. Log entries
-read ``offset/epoch:payload``, ``ctl`` for the leader-change control entry. ``ok`` when
-there is nothing to show.
+``N log truncate to O``, ``N log append ...``, ``N hw A -> B commit ...``,
+``N voter change at O: ERROR``. Log entries read ``offset/epoch:records`` (records joined
+with ``,``), ``leader-change`` and ``voters(1,2,3)`` for control entries. A message to a
+bootstrap server shows the server's node id. ``ok`` when there is nothing to show.
 
 Set ``ODRADEK_REWRITE_TRANSCRIPTS=1`` to rewrite the files with the actual outputs instead
 of comparing them (review the result with ``git diff``).
@@ -43,21 +49,31 @@ import difflib
 import functools
 import os
 import random
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from odradek.protocol.error_codes import ErrorCode
+from odradek.protocol.record_batch import ControlType
 from odradek.raft.core import RaftNode, Ready
 from odradek.raft.log import Entry, MemoryRaftLog
 from odradek.raft.messages import (
     BeginQuorumEpoch,
+    EndQuorumEpoch,
     FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Message,
     VoteRequest,
     VoteResponse,
+    bootstrap_index,
 )
+from odradek.raft.snapshot import BOOTSTRAP_SNAPSHOT_ID, bootstrap_snapshot
+from odradek.raft.voters import ReplicaKey, Voter, VoterSet
 
 TRANSCRIPTS = Path(__file__).parent / "transcripts"
 REWRITE_ENV = "ODRADEK_REWRITE_TRANSCRIPTS"
@@ -119,13 +135,25 @@ def render(transcript: Transcript, outputs: Sequence[Sequence[str]]) -> str:
 # ---------------------------------------------------------------------- formatting
 
 
-def fmt_id(value: int | None) -> str:
+def fmt_id(value: int | ReplicaKey | None) -> str:
+    if isinstance(value, ReplicaKey):
+        return str(value.node_id)
     return "none" if value is None else str(value)
 
 
+def fmt_error(code: int) -> str:
+    return ErrorCode(code).name if code else ""
+
+
 def fmt_entry(entry: Entry) -> str:
-    payload = "ctl" if entry.control else entry.payload.decode()
-    return f"{entry.offset}/{entry.epoch}:{payload}"
+    if entry.control == ControlType.LEADER_CHANGE:
+        body = "leader-change"
+    elif entry.control == ControlType.VOTERS:
+        ids = ",".join(str(v.node_id) for v in VoterSet.decode(entry.records[0]))
+        body = f"voters({ids})"
+    else:
+        body = ",".join(r.decode() for r in entry.records)
+    return f"{entry.offset}/{entry.epoch}:{body}"
 
 
 def fmt_entries(entries: Sequence[Entry]) -> str:
@@ -136,25 +164,49 @@ def fmt_message(message: Message) -> str:
     if isinstance(message, VoteRequest):
         kind = "PreVoteRequest" if message.pre_vote else "VoteRequest"
         return (
-            f"{kind} epoch={message.epoch} candidate={message.candidate} "
+            f"{kind} epoch={message.epoch} candidate={fmt_id(message.candidate)} "
             f"last-epoch={message.last_epoch} last-offset={message.last_offset}"
         )
     if isinstance(message, VoteResponse):
         kind = "PreVoteResponse" if message.pre_vote else "VoteResponse"
         verdict = "granted" if message.granted else "refused"
-        return f"{kind} epoch={message.epoch} {verdict} leader={fmt_id(message.leader)}"
+        text = f"{kind} epoch={message.epoch} {verdict} leader={fmt_id(message.leader)}"
+        return text + (f" error={fmt_error(message.error)}" if message.error else "")
     if isinstance(message, BeginQuorumEpoch):
         return f"BeginQuorumEpoch epoch={message.epoch} leader={message.leader}"
+    if isinstance(message, EndQuorumEpoch):
+        successors = ",".join(map(str, message.preferred_successors))
+        return (
+            f"EndQuorumEpoch epoch={message.epoch} leader={message.leader} successors={successors}"
+        )
     if isinstance(message, FetchRequest):
         return (
             f"FetchRequest epoch={message.epoch} offset={message.fetch_offset} "
-            f"last-epoch={message.last_fetched_epoch} id={message.request_id}"
+            f"last-epoch={message.last_fetched_epoch} id={message.request_id} "
+            f"wait={message.max_wait_ms}"
         )
+    if isinstance(message, FetchSnapshotRequest):
+        return (
+            f"FetchSnapshotRequest epoch={message.epoch} snapshot={message.snapshot_id.end_offset}"
+            f"/{message.snapshot_id.epoch} position={message.position} id={message.request_id}"
+        )
+    if isinstance(message, FetchSnapshotResponse):
+        text = (
+            f"FetchSnapshotResponse epoch={message.epoch} leader={fmt_id(message.leader)} "
+            f"snapshot={message.snapshot_id.end_offset}/{message.snapshot_id.epoch} "
+            f"size={message.size} position={message.position} id={message.request_id}"
+        )
+        return text + (f" error={fmt_error(message.error)}" if message.error else "")
+    assert isinstance(message, FetchResponse)
     text = (
         f"FetchResponse epoch={message.epoch} leader={fmt_id(message.leader)} "
         f"hw={message.high_watermark} id={message.request_id}"
     )
-    if message.diverging_epoch is not None:
+    if message.error:
+        text += f" error={fmt_error(message.error)}"
+    elif message.snapshot_id is not None:
+        text += f" snapshot={message.snapshot_id.end_offset}/{message.snapshot_id.epoch}"
+    elif message.diverging_epoch is not None:
         text += (
             f" diverging-epoch={message.diverging_epoch}"
             f" diverging-end-offset={fmt_id(message.diverging_end_offset)}"
@@ -165,14 +217,14 @@ def fmt_message(message: Message) -> str:
 
 
 def all_entries(node: RaftNode) -> list[Entry]:
-    return node.log.entries_from(0, node.log.end_offset())
+    return node.log.entries_from(node.log.start_offset(), node.log.end_offset())
 
 
 def fmt_status(node: RaftNode) -> str:
     return (
         f"{node.node_id} {node.state.value} epoch={node.epoch} vote={fmt_id(node.voted_for)} "
         f"leader={fmt_id(node.leader)} hw={node.high_watermark} "
-        f"log={fmt_entries(all_entries(node))}"
+        f"log={fmt_entries(all_entries(node))}" + ("" if node.is_voter else " observer")
     )
 
 
@@ -192,6 +244,7 @@ class Env:
     now: int = 0
     pending: list[Pending] = field(default_factory=list)
     groups: list[frozenset[int]] | None = None
+    bootstrap: list[int] = field(default_factory=list)
 
     # -- helpers
 
@@ -228,7 +281,12 @@ class Env:
                 f"{indent}{n} hw {old_hw} -> {ready.high_watermark} "
                 f"commit {fmt_entries(ready.committed)}"
             )
+        for offset, error in ready.voter_changes:
+            out.append(f"{indent}{n} voter change at {offset}: {ErrorCode(error).name}")
         for to, message in ready.messages:
+            index = bootstrap_index(to)
+            if index is not None:
+                to = self.bootstrap[index]
             out.append(f"{indent}{n}->{to} {fmt_message(message)}")
             self.pending.append(Pending(n, to, message))
 
@@ -266,14 +324,25 @@ class Env:
                 raise ValueError("add-nodes twice")
             (count,) = args
             seed = int(opts.get("seed", "0"))
-            voters = frozenset(range(1, int(count) + 1))
-            for i in sorted(voters):
+            voter_ids = list(range(1, int(count) + 1))
+            observers = int(opts.get("observers", "0"))
+            dynamic = opts.get("dynamic") == "1"
+            initial = VoterSet.of(Voter(i, directory(i)) for i in voter_ids)
+            if dynamic:
+                self.bootstrap = voter_ids
+            for i in range(1, len(voter_ids) + observers + 1):
+                log = MemoryRaftLog()
+                if dynamic:
+                    voters = initial if i in voter_ids else None
+                    log.write_snapshot(BOOTSTRAP_SNAPSHOT_ID, bootstrap_snapshot(voters))
                 self.nodes[i] = RaftNode(
                     i,
-                    voters,
-                    MemoryRaftLog(),
+                    log,
                     random.Random(seed * 1000 + i),
                     self.now,
+                    directory_id=directory(i) if dynamic else ZERO,
+                    static_voters=None if dynamic else VoterSet.static(voter_ids),
+                    bootstrap_servers=len(self.bootstrap),
                     election_timeout_ms=int(opts.get("election-timeout", "1000")),
                     fetch_timeout_ms=int(opts.get("fetch-timeout", "2000")),
                 )
@@ -287,11 +356,31 @@ class Env:
         elif name == "propose":
             (arg,) = args
             n = self.node(arg)
-            log = all_entries(n)
-            offset = n.propose(opts["payload"].encode())
-            if offset is None:
+            records = [r.encode() for r in opts["payload"].split(",")]
+            before = all_entries(n)
+            if n.propose(records, self.now) is None:
                 out.append(f"{n.node_id} propose rejected ({n.state.value})")
-            out.extend(log_changes(n.node_id, log, all_entries(n)))
+            else:
+                self.react_to_command(n, before, out)
+        elif name in ("add-voter", "remove-voter"):
+            leader, target = (self.node(a) for a in args)
+            before = all_entries(leader)
+            key = Voter(target.node_id, target.key.directory_id)
+            if name == "add-voter":
+                outcome = leader.add_voter(key, self.now)
+            else:
+                outcome = leader.remove_voter(key.key, self.now)
+            out.append(
+                f"{leader.node_id} {name} {target.node_id}: {ErrorCode(outcome.error).name}"
+                + (f" offset={outcome.offset}" if outcome.offset is not None else "")
+            )
+            self.react_to_command(leader, before, out)
+        elif name == "resign":
+            (arg,) = args
+            n = self.node(arg)
+            before = all_entries(n)
+            n.resign(self.now)
+            self.react_to_command(n, before, out)
         elif name in ("deliver", "drop"):
             if name == "deliver":
                 self.deliver(args, out)
@@ -321,8 +410,20 @@ class Env:
             raise ValueError(f"unknown command {name!r}")
         return out or ["ok"]
 
+    def react_to_command(self, node: RaftNode, before: list[Entry], out: list[str]) -> None:
+        """The command's own appends, then the Ready a driver takes right after it."""
+        out.extend(log_changes(node.node_id, before, all_entries(node)))
+        self.react(node, functools.partial(node.ready, self.now), "", out)
+
     def status(self, out: list[str]) -> None:
         out.extend(fmt_status(self.nodes[i]) for i in sorted(self.nodes))
+
+
+ZERO = uuid.UUID(int=0)
+
+
+def directory(node_id: int) -> uuid.UUID:
+    return uuid.UUID(int=node_id)
 
 
 def parse_filter(text: str) -> tuple[int | None, int | None]:

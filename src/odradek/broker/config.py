@@ -444,6 +444,11 @@ _SERVER_KEYS: Final = [
     _key("metadata.max.idle.interval.ms", _I, 500,
          "How often an idle controller appends a no-op record (0 turns this off).",
          validator=_NON_NEGATIVE, importance=_LOW),
+    _key("metadata.quorum.stall.alarm.ms", _I, 10_000,
+         "Odradek: raise the alarm 'metadata quorum stalled' when the metadata high "
+         "watermark has not moved for this long (it moves at least every "
+         "metadata.max.idle.interval.ms while the quorum works).",
+         validator=_POSITIVE, importance=_LOW),
     _key("metadata.log.max.record.bytes.between.snapshots", _L, 20 * MIB,
          "Metadata bytes appended after which a new snapshot is written.",
          validator=_POSITIVE, importance=_H),
@@ -964,6 +969,10 @@ class ServerConfig:
     @property
     def metadata_max_idle_interval_ms(self) -> int:
         return self._int("metadata.max.idle.interval.ms")
+
+    @property
+    def metadata_quorum_stall_alarm_ms(self) -> int:
+        return self._int("metadata.quorum.stall.alarm.ms")
 
     # -- logs --------------------------------------------------------------------------
 

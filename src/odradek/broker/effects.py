@@ -60,4 +60,14 @@ class GroupCall:
     client_id: str
 
 
-Outcome = Reply | NoReply | CommitRecords | AwaitFlush | AwaitData | GroupCall
+@dataclass(frozen=True, slots=True)
+class ControllerCall:
+    """Hand a request of the controller listener (KRaft RPCs, voter changes, broker
+    registration and heartbeats, AlterPartition) to the controller, which answers it
+    when it can: after a long-polling fetch, or once its records are committed."""
+
+    header: Any
+    body: Any
+
+
+Outcome = Reply | NoReply | CommitRecords | AwaitFlush | AwaitData | GroupCall | ControllerCall

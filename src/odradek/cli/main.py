@@ -6,20 +6,22 @@ import asyncio
 import logging
 import os
 import socket
+import time
 import uuid
 
 import click
 
 from odradek import __version__
 from odradek.broker.config import ServerConfig
+from odradek.cli.quorum import quorum
 from odradek.core.errors import ConfigError, CorruptLogError
 from odradek.core.kafka_uuid import from_kafka_str, to_kafka_str
 from odradek.shell.boot import node_config
-from odradek.shell.node import run_node
+from odradek.shell.format import format_node
+from odradek.shell.node import NodeConfig, run_node
 from odradek.shell.real_fs import RealFileSystem
-from odradek.storage.checkpoint import META_PROPERTIES, MetaProperties, read_meta_properties
+from odradek.storage.checkpoint import META_PROPERTIES, read_meta_properties
 from odradek.storage.fs import join
-from odradek.storage.log_dir import format_log_dir
 
 
 @click.group()
@@ -53,14 +55,16 @@ def dev(nodes: int, directory: str, host: str, port: int) -> None:
     fs = RealFileSystem()
     node_dir = join(os.path.abspath(directory), "node-1")
     fs.makedirs(node_dir)
-    controller_port = _free_port(host)
+    # The controller listener is the next port; it is recorded in the voter set, so it
+    # must stay the same from run to run.
+    controller_port = port + 1 if port else _free_port(host)
     text = (
         "# Written by odradek dev; odradek server --config takes the same file.\n"
         "process.roles=broker,controller\n"
         "node.id=1\n"
         f"listeners=PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}\n"
         "controller.listener.names=CONTROLLER\n"
-        f"controller.quorum.voters=1@{host}:{controller_port}\n"
+        f"controller.quorum.bootstrap.servers={host}:{controller_port}\n"
         f"log.dirs={node_dir}\n"
     )
     with open(join(node_dir, "server.properties"), "w", encoding="utf-8") as f:
@@ -70,23 +74,33 @@ def dev(nodes: int, directory: str, host: str, port: int) -> None:
     except ConfigError as e:
         raise click.ClickException(str(e)) from None
     meta_path = join(node_dir, META_PROPERTIES)
-    if fs.exists(meta_path):
-        meta = read_meta_properties(fs, meta_path)
-    else:
-        meta = MetaProperties(
-            cluster_id=to_kafka_str(uuid.uuid4()), node_id=1, directory_id=uuid.uuid4()
-        )
-        format_log_dir(fs, node_dir, meta)
-        click.echo(f"formatted {node_dir} for cluster {meta.cluster_id}", err=True)
     try:
-        config = node_config(server_config, meta.cluster_id)
-    except ConfigError as e:
+        if not fs.exists(meta_path):
+            cluster_id = to_kafka_str(uuid.uuid4())
+            # A dynamic quorum with this node as its only voter (kafka-storage --standalone).
+            for line in format_node(
+                fs, server_config, cluster_id, standalone=True, now_ms=int(time.time() * 1000)
+            ):
+                click.echo(line, err=True)
+        config = _node_config(fs, server_config)
+    except (ConfigError, CorruptLogError) as e:
         raise click.ClickException(str(e)) from None
     asyncio.run(run_node(config))
 
 
+def _node_config(fs: RealFileSystem, server_config: ServerConfig) -> NodeConfig:
+    """The node's configuration, with the identity its formatted dirs hold."""
+    log_dir = server_config.log_dirs[0]
+    meta = read_meta_properties(fs, join(log_dir, META_PROPERTIES))
+    if meta.node_id != server_config.node_id:
+        raise ConfigError(
+            f"{log_dir} belongs to node {meta.node_id}, not node.id={server_config.node_id}"
+        )
+    metadata_meta = read_meta_properties(fs, join(server_config.metadata_log_dir, META_PROPERTIES))
+    return node_config(server_config, meta.cluster_id, metadata_meta.directory_id)
+
+
 def _free_port(host: str) -> int:
-    # The controller listener is not served yet; it still needs a real, distinct port.
     with socket.socket() as sock:
         sock.bind((host, 0))
         port: int = sock.getsockname()[1]
@@ -126,12 +140,7 @@ def server(config_path: str, overrides: tuple[str, ...]) -> None:
             "--cluster-id $(odradek storage random-uuid)` first"
         )
     try:
-        meta = read_meta_properties(fs, meta_path)
-        if meta.node_id != config.node_id:
-            raise ConfigError(
-                f"{log_dir} belongs to node {meta.node_id}, not node.id={config.node_id}"
-            )
-        node = node_config(config, meta.cluster_id)
+        node = _node_config(fs, config)
     except (ConfigError, CorruptLogError) as e:
         raise click.ClickException(str(e)) from None
     asyncio.run(run_node(node))
@@ -155,28 +164,61 @@ def random_uuid() -> None:
 @click.option(
     "--ignore-formatted", is_flag=True, help="Succeed when the dirs are already formatted."
 )
+@click.option(
+    "--standalone", is_flag=True, help="Dynamic quorum: this controller is the only voter."
+)
+@click.option(
+    "--initial-controllers",
+    metavar="ID@HOST:PORT:DIRID,...",
+    help="Dynamic quorum: the first voters, each with its metadata directory id.",
+)
+@click.option(
+    "--no-initial-controllers",
+    is_flag=True,
+    help="Dynamic quorum: no voters yet; this controller joins an existing quorum.",
+)
 def format_storage(
-    config_path: str, cluster_id: str, overrides: tuple[str, ...], ignore_formatted: bool
+    config_path: str,
+    cluster_id: str,
+    overrides: tuple[str, ...],
+    ignore_formatted: bool,
+    standalone: bool,
+    initial_controllers: str | None,
+    no_initial_controllers: bool,
 ) -> None:
-    """Write meta.properties into every log dir (and the metadata log dir)."""
+    """Write meta.properties into every log dir, and the first voters of a dynamic quorum."""
+    _check_one_quorum_flag(standalone, initial_controllers, no_initial_controllers)
     config = _load_config(config_path, overrides)
     try:
         from_kafka_str(cluster_id)
     except ValueError as e:
         raise click.ClickException(f"--cluster-id: {e}") from None
-    fs = RealFileSystem()
-    dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
-    for directory in dirs:
-        try:
-            fs.makedirs(directory)
-            meta = MetaProperties(cluster_id, config.node_id, uuid.uuid4())
-            if format_log_dir(fs, directory, meta):
-                click.echo(f"formatted {directory} (cluster {cluster_id}, node {config.node_id})")
-            elif ignore_formatted:
-                click.echo(f"{directory} is already formatted")
-            else:
-                raise click.ClickException(
-                    f"{directory} is already formatted; use --ignore-formatted to accept that"
-                )
-        except ConfigError as e:
-            raise click.ClickException(str(e)) from None
+    try:
+        lines = format_node(
+            RealFileSystem(),
+            config,
+            cluster_id,
+            standalone=standalone,
+            initial_controllers=initial_controllers,
+            no_initial_controllers=no_initial_controllers,
+            ignore_formatted=ignore_formatted,
+            now_ms=int(time.time() * 1000),
+        )
+    except (ConfigError, CorruptLogError) as e:
+        raise click.ClickException(str(e)) from None
+    for line in lines:
+        click.echo(line)
+
+
+def _check_one_quorum_flag(
+    standalone: bool, initial_controllers: str | None, no_initial_controllers: bool
+) -> None:
+    # kafka-storage puts the three in one mutually exclusive group; so do we.
+    given = [standalone, initial_controllers is not None, no_initial_controllers]
+    if sum(given) > 1:
+        raise click.UsageError(
+            "--standalone, --initial-controllers and --no-initial-controllers exclude each other"
+        )
+
+
+main.add_command(quorum)

@@ -1,37 +1,60 @@
-"""The KRaft state machine (KIP-595 with KIP-996 pre-vote), etcd-raft style.
+"""The KRaft state machine (KIP-595, KIP-630, KIP-853, KIP-996), etcd-raft style.
 
 Inputs go in through :meth:`RaftNode.step` (a message from a peer), :meth:`RaftNode.tick`
-(time passed) and :meth:`RaftNode.propose` (a new entry on the leader); every input returns
-a :class:`Ready` (``propose`` leaves its effects for the next ``Ready``). The driver must,
-in this order: make ``Ready.persist`` durable (the quorum state: epoch, vote, leader), then
-send ``Ready.messages``, then apply ``Ready.committed``. The log is written directly by the
-core; the in-memory log counts as durable as soon as it is written (a storage-backed log
-will add a flush point later).
+(time passed) and the leader's commands (:meth:`~RaftNode.propose`,
+:meth:`~RaftNode.add_voter`, :meth:`~RaftNode.remove_voter`, :meth:`~RaftNode.update_voter`,
+:meth:`~RaftNode.resign`), whose effects come out of the next :meth:`RaftNode.ready`.
+Every input returns a :class:`Ready`. The driver must, in this order: make
+``Ready.persist`` durable (the quorum state: epoch, vote, leader), then send
+``Ready.messages``, then apply ``Ready.snapshot`` (when set, reload the state machine
+from it) and ``Ready.committed``.
+
+The core writes the log itself and calls :meth:`RaftLog.flush` once per Ready, before
+it counts its own appends towards the high watermark and before any message that
+reports them (a follower's next fetch offset) leaves: one fsync per input, however many
+entries it appended.
 
 States: Unattached (an epoch, maybe a vote, no leader), Prospective (asking pre-votes),
 Candidate (asking votes in a new epoch), Leader, Follower (pulling from the leader with
-Fetch), Resigned (a leader that lost check-quorum; it waits for an election).
+Fetch), Resigned (a leader that stepped down; it waits for the next election).
 
-Not yet: observers, voter changes (KIP-853), snapshots, EndQuorumEpoch (graceful
-resignation), long-polling fetches, the mapping to the Kafka wire messages.
+Voters and observers (KIP-853): the voter set in force is the last ``VotersRecord`` in
+the log (committed or not), else the one in the latest snapshot, else the static
+``controller.quorum.voters``. A replica whose (node id, directory id) is not in that set
+is an observer: it fetches from the leader like a follower but never votes, never asks
+for votes and does not count towards the high watermark. Membership changes one voter
+at a time, only once the leader has committed an entry of its own epoch and no earlier
+change is uncommitted.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import random
+import uuid
 from dataclasses import dataclass, field
 
 from odradek.core.invariant import invariant
-from odradek.raft.log import UNDEFINED, Entry, RaftLog
+from odradek.protocol.error_codes import ErrorCode
+from odradek.protocol.messages.leader_change_message import LeaderChangeMessage
+from odradek.protocol.messages.leader_change_message import Voter as LeaderChangeVoter
+from odradek.protocol.record_batch import ControlType
+from odradek.raft.log import UNDEFINED, Entry, RaftLog, SnapshotId
 from odradek.raft.messages import (
     BeginQuorumEpoch,
+    EndQuorumEpoch,
     FetchRequest,
     FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
     Message,
     VoteRequest,
     VoteResponse,
+    bootstrap_destination,
 )
+from odradek.raft.snapshot import decode_snapshot, encode_snapshot
+from odradek.raft.voters import ZERO_DIRECTORY, ReplicaKey, Voter, VoterSet
 
 
 class State(enum.Enum):
@@ -48,8 +71,49 @@ class QuorumState:
     """What must survive a crash: Kafka's ``quorum-state`` file."""
 
     epoch: int
-    voted_for: int | None
+    voted_for: ReplicaKey | None
     leader: int | None
+
+
+@dataclass(slots=True)
+class ReplicaProgress:
+    """What the leader knows of one fetching replica (voter or observer)."""
+
+    key: ReplicaKey
+    end_offset: int = 0  # the log end offset it proved to share with the leader
+    last_fetch_ms: int | None = None
+    last_caught_up_ms: int | None = None
+    sent_high_watermark: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class VoterChangeOutcome:
+    """The immediate answer to a voter change: an error, or the offset whose commit
+    completes it (reported later in ``Ready.voter_changes``)."""
+
+    error: int
+    message: str = ""
+    offset: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaDescription:
+    node_id: int
+    directory_id: str
+    log_end_offset: int
+    last_fetch_ms: int | None
+    last_caught_up_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumDescription:
+    """DescribeQuorum's view (meaningful on the leader; elsewhere voters only)."""
+
+    leader: int | None
+    epoch: int
+    high_watermark: int
+    voters: tuple[ReplicaDescription, ...]
+    observers: tuple[ReplicaDescription, ...]
 
 
 @dataclass(slots=True)
@@ -60,62 +124,84 @@ class Ready:
     persist: QuorumState | None = None
     high_watermark: int | None = None  # set when it moved forward
     committed: list[Entry] = field(default_factory=list)
+    snapshot: SnapshotId | None = None  # installed from the leader: reload from it first
+    voter_changes: list[tuple[int, int]] = field(default_factory=list)  # (offset, error)
 
 
 class RaftNode:
-    """One voter of a static voter set."""
+    """One replica of the metadata log: a voter or an observer."""
 
     MAX_FETCH_ENTRIES = 64
+    SNAPSHOT_CHUNK_BYTES = 1 << 20
 
     def __init__(
         self,
         node_id: int,
-        voters: frozenset[int],
         log: RaftLog,
         rng: random.Random,
         now_ms: int,
+        *,
+        directory_id: uuid.UUID = ZERO_DIRECTORY,
+        static_voters: VoterSet | None = None,
+        bootstrap_servers: int = 0,
         election_timeout_ms: int = 1000,
         fetch_timeout_ms: int = 2000,
         quorum_state: QuorumState | None = None,
         fetch_backoff_ms: int = 50,
         request_timeout_ms: int = 300,
+        fetch_max_wait_ms: int = 500,
     ) -> None:
-        invariant(node_id in voters, f"node {node_id} is not a voter of {sorted(voters)}")
+        invariant(static_voters is None or len(static_voters) > 0, "an empty static voter set")
         self.node_id = node_id
-        self.voters = voters
+        self.key = ReplicaKey(node_id, directory_id)
         self.log = log
         self._rng = rng
         self.election_timeout_ms = election_timeout_ms
         self.fetch_timeout_ms = fetch_timeout_ms
         self.fetch_backoff_ms = fetch_backoff_ms
         self.request_timeout_ms = request_timeout_ms
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self.bootstrap_servers = bootstrap_servers
+        self._static_voters = static_voters
+        self._base_voters = VoterSet(())
+        self._voter_changes: list[tuple[int, VoterSet]] = []
+        self._load_voters()
         restored = quorum_state or QuorumState(0, None, None)
         self.epoch = restored.epoch
         self.voted_for = restored.voted_for
         self.leader: int | None = None
         self.state = State.UNATTACHED
-        self.high_watermark = 0
+        # Everything in a snapshot is committed; entries after it wait for the leader.
+        self.high_watermark = log.start_offset()
         self._ready = Ready()
+        self._unflushed = False
+        self._flushed_end = log.end_offset()
         self._election_deadline_ms = 0
         self._reset_election_timer(now_ms)
         # Prospective / Candidate: who granted.
         self._granted: set[int] = set()
-        # Leader: per-voter end offset known to match ours, and last fetch time.
-        self._matched: dict[int, int] = {}
-        self._last_fetch_ms: dict[int, int] = {}
+        # Leader.
+        self._progress: dict[int, ReplicaProgress] = {}
         self._epoch_start_offset = 0
         self._begin_sent_ms: dict[int, int] = {}
         self._fetched_this_epoch: set[int] = set()
-        # Follower: the deadline for hearing from the leader and the fetch in flight.
+        self._parked: dict[int, tuple[FetchRequest, int]] = {}
+        self._pending_changes: list[int] = []
+        # Follower and observer: the fetch loop.
         self._fetch_deadline_ms = 0
         self._last_leader_contact_ms: int | None = None
-        self._fetch_id = 0
+        self._request_id = 0
         self._fetch_in_flight: int | None = None
         self._fetch_sent_ms = 0
-        self._next_fetch_ms = 0
+        self._fetch_wait_ms = 0
+        self._next_fetch_ms = now_ms
+        self._snapshot_fetch: tuple[SnapshotId, bytearray] | None = None
         if restored.leader == node_id:
             # We led this epoch before a restart; we cannot lead it again.
             self.state = State.RESIGNED
+        elif restored.leader is not None:
+            self._become_follower(restored.epoch, restored.leader, now_ms)
+            self._ready.persist = None  # nothing changed that needs persisting
 
     # ------------------------------------------------------------------ public API
 
@@ -124,59 +210,283 @@ class RaftNode:
         return QuorumState(self.epoch, self.voted_for, self.leader)
 
     @property
-    def majority(self) -> int:
-        return len(self.voters) // 2 + 1
+    def voters(self) -> VoterSet:
+        """The voter set in force: the last one in the log (committed or not)."""
+        return self._voter_changes[-1][1] if self._voter_changes else self._base_voters
 
-    def propose(self, payload: bytes) -> int | None:
-        """Append ``payload`` on the leader and return its offset; None elsewhere."""
-        if self.state is not State.LEADER:
+    @property
+    def is_voter(self) -> bool:
+        return self.voters.is_voter(self.key)
+
+    @property
+    def dynamic(self) -> bool:
+        """True for a KIP-853 quorum (voters in the log), False for static voters."""
+        return self._static_voters is None
+
+    @property
+    def majority(self) -> int:
+        return self.voters.majority
+
+    def ready(self, now_ms: int) -> Ready:
+        """The effects of the commands given since the last Ready."""
+        return self._take_ready(now_ms)
+
+    def propose(self, records: list[bytes], now_ms: int) -> int | None:
+        """Append one batch of ``records`` on the leader and return its base offset; None
+        on any other node. The batch commits or vanishes as a whole."""
+        if self.state is not State.LEADER or not records:
             return None
         offset = self.log.end_offset()
-        self.log.append([Entry(offset, self.epoch, payload)])
-        self._matched[self.node_id] = self.log.end_offset()
-        self._advance_leader_high_watermark()
+        self._append([Entry(offset, self.epoch, tuple(records))])
+        self._answer_parked(now_ms)
         return offset
 
+    def resign(self, now_ms: int) -> None:
+        """Step down on purpose (shutdown): followers elect a successor without waiting
+        for their fetch timeout (EndQuorumEpoch)."""
+        if self.state is not State.LEADER:
+            return
+        successors = sorted(
+            (v for v in self.voters.ids if v != self.node_id),
+            key=lambda v: (-self._progress_of(v).end_offset, v),
+        )
+        for voter in successors:
+            self._send(voter, EndQuorumEpoch(self.epoch, self.node_id, tuple(successors)))
+        self._become_resigned(now_ms)
+
+    def add_voter(self, voter: Voter, now_ms: int) -> VoterChangeOutcome:
+        """AddRaftVoter: make a caught-up observer a voter."""
+        problem = self._voter_change_problem()
+        if problem is not None:
+            return problem
+        if self.voters.get(voter.node_id) is not None:
+            return VoterChangeOutcome(
+                ErrorCode.DUPLICATE_VOTER, f"node {voter.node_id} is already a voter"
+            )
+        progress = self._progress.get(voter.node_id)
+        if progress is None or progress.key.directory_id != voter.directory_id:
+            return VoterChangeOutcome(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"replica {voter.node_id}/{voter.directory_id} is not fetching from the leader",
+            )
+        recent = (
+            progress.last_fetch_ms is not None
+            and now_ms - progress.last_fetch_ms < self.fetch_timeout_ms
+        )
+        if not recent or progress.end_offset < self.high_watermark:
+            return VoterChangeOutcome(
+                ErrorCode.REQUEST_TIMED_OUT,
+                f"replica {voter.node_id} has not caught up (log end {progress.end_offset}, "
+                f"high watermark {self.high_watermark})",
+            )
+        return self._append_voters(self.voters.with_voter(voter), now_ms)
+
+    def remove_voter(self, key: ReplicaKey, now_ms: int) -> VoterChangeOutcome:
+        """RemoveRaftVoter. Removing the leader makes it resign once the change commits."""
+        problem = self._voter_change_problem()
+        if problem is not None:
+            return problem
+        current = self.voters.get(key.node_id)
+        if current is None or current.directory_id != key.directory_id:
+            return VoterChangeOutcome(
+                ErrorCode.VOTER_NOT_FOUND, f"{key.node_id}/{key.directory_id} is not a voter"
+            )
+        if len(self.voters) == 1:
+            return VoterChangeOutcome(ErrorCode.INVALID_REQUEST, "cannot remove the last voter")
+        return self._append_voters(self.voters.without(key.node_id), now_ms)
+
+    def update_voter(self, voter: Voter, now_ms: int) -> VoterChangeOutcome:
+        """UpdateRaftVoter: a voter's new endpoints."""
+        problem = self._voter_change_problem()
+        if problem is not None:
+            return problem
+        current = self.voters.get(voter.node_id)
+        if current is None or current.directory_id != voter.directory_id:
+            return VoterChangeOutcome(
+                ErrorCode.VOTER_NOT_FOUND,
+                f"{voter.node_id}/{voter.directory_id} is not a voter",
+            )
+        if current == voter:
+            return VoterChangeOutcome(ErrorCode.NONE)
+        return self._append_voters(self.voters.replaced(voter), now_ms)
+
+    def create_snapshot(
+        self, end_offset: int, records: list[bytes], last_contained_ms: int
+    ) -> SnapshotId:
+        """Write a snapshot of the state below ``end_offset`` (committed, on an entry
+        boundary) and drop the log below it."""
+        invariant(
+            end_offset <= self.high_watermark,
+            f"snapshot at {end_offset} past the high watermark {self.high_watermark}",
+        )
+        last = self.log.entry_at(end_offset - 1)
+        invariant(
+            last is not None and last.next_offset == end_offset,
+            f"snapshot at {end_offset} is not on an entry boundary of the log",
+        )
+        assert last is not None
+        snapshot_id = SnapshotId(end_offset, last.epoch)
+        voters = self._voters_at(end_offset) if self.dynamic else None
+        data = encode_snapshot(snapshot_id, records, voters, last_contained_ms)
+        self.log.write_snapshot(snapshot_id, data)
+        self.log.delete_before_snapshot()
+        self._base_voters = voters if voters is not None else self._base_voters
+        self._voter_changes = [c for c in self._voter_changes if c[0] >= end_offset]
+        return snapshot_id
+
+    def describe(self, now_ms: int) -> QuorumDescription:
+        def row(progress: ReplicaProgress) -> ReplicaDescription:
+            return ReplicaDescription(
+                progress.key.node_id,
+                str(progress.key.directory_id),
+                progress.end_offset,
+                progress.last_fetch_ms,
+                progress.last_caught_up_ms,
+            )
+
+        if self.state is State.LEADER:
+            voters = tuple(
+                row(self._progress_of(v.node_id))
+                if self.voters.is_voter(self._progress_of(v.node_id).key)
+                else ReplicaDescription(v.node_id, str(v.directory_id), -1, None, None)
+                for v in self.voters
+            )
+            observers = tuple(
+                row(p)
+                for _, p in sorted(self._progress.items())
+                if not self.voters.is_voter(p.key) and p.last_fetch_ms is not None
+            )
+        else:
+            voters = tuple(
+                ReplicaDescription(v.node_id, str(v.directory_id), -1, None, None)
+                for v in self.voters
+            )
+            observers = ()
+        return QuorumDescription(self.leader, self.epoch, self.high_watermark, voters, observers)
+
     def tick(self, now_ms: int) -> Ready:
-        if self.state in (State.UNATTACHED, State.RESIGNED):
-            if now_ms >= self._election_deadline_ms:
+        if self.state is State.LEADER:
+            self._leader_tick(now_ms)
+        elif not self.is_voter:
+            self._observer_tick(now_ms)
+        elif self.state in (State.UNATTACHED, State.RESIGNED):
+            # The only voter has nobody to wait for (a single-node cluster restarts
+            # without sitting out an election timeout).
+            alone = self.voters.ids == {self.node_id}
+            if now_ms >= self._election_deadline_ms or alone:
                 self._become_prospective(now_ms)
-        elif self.state is State.PROSPECTIVE:
+        elif self.state in (State.PROSPECTIVE, State.CANDIDATE):
+            # KIP-996: a candidate that timed out goes back to asking pre-votes.
             if now_ms >= self._election_deadline_ms:
-                self._become_prospective(now_ms)  # ask again
-        elif self.state is State.CANDIDATE:
-            if now_ms >= self._election_deadline_ms:
-                # KIP-996: a candidate that timed out goes back to asking pre-votes.
                 self._become_prospective(now_ms)
         elif self.state is State.FOLLOWER:
             if now_ms >= self._fetch_deadline_ms:
                 self._become_prospective(now_ms)
-            elif self._fetch_in_flight is None:
-                if now_ms >= self._next_fetch_ms:
-                    self._send_fetch(now_ms)
-            elif now_ms - self._fetch_sent_ms >= self.request_timeout_ms:
-                self._send_fetch(now_ms)
-        elif self.state is State.LEADER:
-            self._leader_tick(now_ms)
-        return self._take_ready()
+            else:
+                self._fetch_if_due(now_ms)
+        return self._take_ready(now_ms)
 
     def step(self, message: Message, from_node: int, now_ms: int) -> Ready:
-        if from_node in self.voters and from_node != self.node_id:
-            if isinstance(message, VoteRequest):
-                self._on_vote_request(message, from_node, now_ms)
-            elif isinstance(message, VoteResponse):
-                self._on_vote_response(message, from_node, now_ms)
-            elif isinstance(message, BeginQuorumEpoch):
-                self._on_begin_quorum_epoch(message, now_ms)
-            elif isinstance(message, FetchRequest):
-                self._on_fetch_request(message, from_node, now_ms)
-            else:
-                self._on_fetch_response(message, from_node, now_ms)
-        return self._take_ready()
+        if isinstance(message, VoteRequest):
+            self._on_vote_request(message, now_ms)
+        elif isinstance(message, VoteResponse):
+            self._on_vote_response(message, from_node, now_ms)
+        elif isinstance(message, BeginQuorumEpoch):
+            self._on_begin_quorum_epoch(message, now_ms)
+        elif isinstance(message, EndQuorumEpoch):
+            self._on_end_quorum_epoch(message, now_ms)
+        elif isinstance(message, FetchRequest):
+            self._on_fetch_request(message, now_ms)
+        elif isinstance(message, FetchResponse):
+            self._on_fetch_response(message, now_ms)
+        elif isinstance(message, FetchSnapshotRequest):
+            self._on_fetch_snapshot_request(message, now_ms)
+        else:
+            self._on_fetch_snapshot_response(message, now_ms)
+        return self._take_ready(now_ms)
+
+    # ------------------------------------------------------------------ log and voters
+
+    def _append(self, entries: list[Entry] | tuple[Entry, ...]) -> None:
+        self.log.append(entries)
+        for entry in entries:
+            if entry.control == ControlType.VOTERS:
+                self._voter_changes.append((entry.offset, VoterSet.decode(entry.records[0])))
+        self._unflushed = True
+
+    def _truncate(self, offset: int) -> None:
+        self.log.truncate_to(offset)
+        self._flushed_end = min(self._flushed_end, offset)
+        while self._voter_changes and self._voter_changes[-1][0] >= offset:
+            self._voter_changes.pop()
+
+    def _load_voters(self) -> None:
+        """The base voter set from the latest snapshot (or the static one), then every
+        VotersRecord in the log after it."""
+        base: VoterSet | None = None
+        snapshot = self.log.latest_snapshot()
+        if snapshot is not None:
+            data = self.log.read_snapshot(snapshot)
+            invariant(data is not None, f"snapshot {snapshot} listed but not readable")
+            assert data is not None
+            base = decode_snapshot(data).voters
+        self._base_voters = base or self._static_voters or VoterSet(())
+        self._voter_changes = []
+        offset = self.log.start_offset()
+        while True:
+            entries = self.log.entries_from(offset, 1024)
+            if not entries:
+                break
+            for entry in entries:
+                if entry.control == ControlType.VOTERS:
+                    self._voter_changes.append((entry.offset, VoterSet.decode(entry.records[0])))
+            offset = entries[-1].next_offset
+
+    def _voters_at(self, offset: int) -> VoterSet:
+        """The voter set in force for entries below ``offset``."""
+        found = self._base_voters
+        for change_offset, voters in self._voter_changes:
+            if change_offset < offset:
+                found = voters
+        return found
+
+    def _voter_change_problem(self) -> VoterChangeOutcome | None:
+        if self.state is not State.LEADER:
+            return VoterChangeOutcome(ErrorCode.NOT_LEADER_OR_FOLLOWER, "not the quorum leader")
+        if not self.dynamic:
+            return VoterChangeOutcome(
+                ErrorCode.UNSUPPORTED_VERSION,
+                "the quorum has static voters (controller.quorum.voters); voter changes "
+                "need a quorum formatted with --standalone or --initial-controllers",
+            )
+        if self.high_watermark <= self._epoch_start_offset:
+            return VoterChangeOutcome(
+                ErrorCode.REQUEST_TIMED_OUT, "the leader has not committed in its epoch yet"
+            )
+        if self._voter_changes and self._voter_changes[-1][0] >= self.high_watermark:
+            return VoterChangeOutcome(
+                ErrorCode.REQUEST_TIMED_OUT, "another voter change is not committed yet"
+            )
+        return None
+
+    def _append_voters(self, voters: VoterSet, now_ms: int) -> VoterChangeOutcome:
+        offset = self.log.end_offset()
+        self._append([Entry(offset, self.epoch, (voters.encode(),), ControlType.VOTERS)])
+        self._pending_changes.append(offset)
+        for voter in voters:
+            self._progress_of(voter.node_id, voter.directory_id)
+        self._answer_parked(now_ms)
+        return VoterChangeOutcome(ErrorCode.NONE, offset=offset)
 
     # ------------------------------------------------------------------ transitions
 
-    def _take_ready(self) -> Ready:
+    def _take_ready(self, now_ms: int) -> Ready:
+        if self._unflushed:
+            self.log.flush()
+            self._unflushed = False
+            self._flushed_end = self.log.end_offset()
+            if self.state is State.LEADER:
+                self._advance_leader_high_watermark(now_ms)
         ready, self._ready = self._ready, Ready()
         return ready
 
@@ -191,15 +501,31 @@ class RaftNode:
         self._election_deadline_ms = now_ms + self.election_timeout_ms + jitter
 
     def _others(self) -> list[int]:
-        return sorted(self.voters - {self.node_id})
+        return sorted(self.voters.ids - {self.node_id})
+
+    def _leave_leadership(self) -> None:
+        """Forget the leader's bookkeeping; pending voter changes fail (they may still
+        commit under the next leader: the client learns it from DescribeQuorum)."""
+        for offset in self._pending_changes:
+            self._ready.voter_changes.append((offset, ErrorCode.NOT_LEADER_OR_FOLLOWER))
+        self._pending_changes = []
+        self._parked = {}
+        self._progress = {}
 
     def _become_unattached(self, epoch: int, now_ms: int) -> None:
         invariant(epoch > self.epoch, f"unattached at {epoch} from epoch {self.epoch}")
+        self._leave_leadership()
         self.epoch = epoch
         self.voted_for = None
         self.leader = None
         self.state = State.UNATTACHED
+        self._fetch_in_flight = None
         self._persist()
+        self._reset_election_timer(now_ms)
+
+    def _become_resigned(self, now_ms: int) -> None:
+        self._leave_leadership()
+        self.state = State.RESIGNED
         self._reset_election_timer(now_ms)
 
     def _become_follower(self, epoch: int, leader: int, now_ms: int) -> None:
@@ -214,25 +540,36 @@ class RaftNode:
         )
         if epoch > self.epoch:
             self.voted_for = None
+        self._leave_leadership()
         self.epoch = epoch
         self.leader = leader
         self.state = State.FOLLOWER
         self._persist()
         self._fetch_deadline_ms = now_ms + self.fetch_timeout_ms
-        self._last_leader_contact_ms = now_ms
+        # Only a successful fetch proves the leader alive (Kafka's hasFetchedFromLeader):
+        # a leader learnt from a hint may be gone, and refusing pre-votes for it would
+        # keep the quorum leaderless.
+        self._last_leader_contact_ms = None
+        self._snapshot_fetch = None
         self._send_fetch(now_ms)
 
     def _become_prospective(self, now_ms: int) -> None:
         self.state = State.PROSPECTIVE
         self.leader = None
+        self._last_leader_contact_ms = None
+        self._fetch_in_flight = None
         self._granted = {self.node_id}
         self._reset_election_timer(now_ms)
-        request = VoteRequest(
-            self.epoch, self.node_id, self.log.last_epoch(), self.log.end_offset(), True
-        )
         for voter in self._others():
-            self._send(voter, request)
+            self._send(voter, self._vote_request(voter, pre_vote=True))
         self._check_pre_votes(now_ms)
+
+    def _vote_request(self, voter: int, pre_vote: bool) -> VoteRequest:
+        known = self.voters.get(voter)
+        key = known.key if known is not None else ReplicaKey(voter)
+        return VoteRequest(
+            self.epoch, self.key, key, self.log.last_epoch(), self.log.end_offset(), pre_vote
+        )
 
     def _check_pre_votes(self, now_ms: int) -> None:
         if self.state is State.PROSPECTIVE and len(self._granted) >= self.majority:
@@ -240,17 +577,14 @@ class RaftNode:
 
     def _become_candidate(self, now_ms: int) -> None:
         self.epoch += 1
-        self.voted_for = self.node_id
+        self.voted_for = self.key
         self.leader = None
         self.state = State.CANDIDATE
         self._persist()
         self._granted = {self.node_id}
         self._reset_election_timer(now_ms)
-        request = VoteRequest(
-            self.epoch, self.node_id, self.log.last_epoch(), self.log.end_offset(), False
-        )
         for voter in self._others():
-            self._send(voter, request)
+            self._send(voter, self._vote_request(voter, pre_vote=False))
         self._check_votes(now_ms)
 
     def _check_votes(self, now_ms: int) -> None:
@@ -261,38 +595,95 @@ class RaftNode:
         self.state = State.LEADER
         self.leader = self.node_id
         self._persist()
+        self._progress = {}
+        self._parked = {}
+        self._pending_changes = []
+        for voter in self.voters:
+            self._progress_of(voter.node_id, voter.directory_id).last_fetch_ms = now_ms
+        self._progress_of(self.node_id).end_offset = self._flushed_end
         # The leader-change entry: the first entry of our epoch, so that the high
         # watermark can move past entries of earlier epochs (Raft's commit rule).
         self._epoch_start_offset = self.log.end_offset()
-        self.log.append([Entry(self._epoch_start_offset, self.epoch, b"", control=True)])
-        self._matched = {voter: 0 for voter in self.voters}
-        self._matched[self.node_id] = self.log.end_offset()
-        self._last_fetch_ms = {voter: now_ms for voter in self.voters}
+        change = LeaderChangeMessage(
+            version=0,
+            leader_id=self.node_id,
+            voters=[LeaderChangeVoter(voter_id=v) for v in sorted(self.voters.ids)],
+            granting_voters=[LeaderChangeVoter(voter_id=v) for v in sorted(self._granted)],
+        )
+        entry = Entry(
+            self._epoch_start_offset, self.epoch, (change.encode(0),), ControlType.LEADER_CHANGE
+        )
+        self._append([entry])
+        if self.dynamic and self._epoch_start_offset == 0:
+            # The first leader copies the bootstrap voter set into the log (KIP-853), so
+            # that a replica formatted without it (an observer, a new disk) learns it.
+            voters = Entry(1, self.epoch, (self.voters.encode(),), ControlType.VOTERS)
+            self._append([voters])
         self._begin_sent_ms = {}
         self._fetched_this_epoch = set()
-        for voter in self._others():
-            self._send(voter, BeginQuorumEpoch(self.epoch, self.node_id))
-            self._begin_sent_ms[voter] = now_ms
-        self._advance_leader_high_watermark()
+        for other in self._others():
+            self._send_begin(other, now_ms)
+
+    def _send_begin(self, voter: int, now_ms: int) -> None:
+        known = self.voters.get(voter)
+        key = known.key if known is not None else ReplicaKey(voter)
+        self._send(voter, BeginQuorumEpoch(self.epoch, self.node_id, key))
+        self._begin_sent_ms[voter] = now_ms
+
+    def _progress_of(
+        self, node_id: int, directory_id: uuid.UUID = ZERO_DIRECTORY
+    ) -> ReplicaProgress:
+        progress = self._progress.get(node_id)
+        if progress is None:
+            progress = ReplicaProgress(ReplicaKey(node_id, directory_id))
+            self._progress[node_id] = progress
+        return progress
+
+    def _voter_end_offset(self, voter: Voter) -> int:
+        """What a voter provably holds; a replica with another directory id (a wiped disk
+        under the same node id) is not that voter and counts for nothing."""
+        progress = self._progress_of(voter.node_id, voter.directory_id)
+        if not VoterSet((voter,)).is_voter(progress.key):
+            return 0
+        return progress.end_offset
 
     def _leader_tick(self, now_ms: int) -> None:
         # Check-quorum: resign when a majority (counting ourselves) has not fetched lately.
-        recent = sum(
-            1
-            for voter in self.voters
-            if voter == self.node_id or now_ms - self._last_fetch_ms[voter] < self.fetch_timeout_ms
-        )
+        recent = 0
+        for voter in self.voters:
+            progress = self._progress_of(voter.node_id, voter.directory_id)
+            last = progress.last_fetch_ms
+            if voter.node_id == self.node_id or (
+                last is not None
+                and now_ms - last < self.fetch_timeout_ms
+                and self.voters.is_voter(progress.key)
+            ):
+                recent += 1
         if recent < self.majority:
-            self.state = State.RESIGNED
-            self._reset_election_timer(now_ms)
+            self._become_resigned(now_ms)
             return
         # A voter that has not fetched in this epoch may have missed BeginQuorumEpoch.
-        for voter in self._others():
-            if voter in self._fetched_this_epoch:
+        for other in self._others():
+            if other in self._fetched_this_epoch:
                 continue
-            if now_ms - self._begin_sent_ms[voter] >= self.election_timeout_ms // 2:
-                self._send(voter, BeginQuorumEpoch(self.epoch, self.node_id))
-                self._begin_sent_ms[voter] = now_ms
+            sent = self._begin_sent_ms.get(other)
+            if sent is None or now_ms - sent >= self.election_timeout_ms // 2:
+                self._send_begin(other, now_ms)
+        for replica, (request, deadline) in sorted(self._parked.items()):
+            if now_ms >= deadline:
+                del self._parked[replica]
+                self._answer_fetch(request, now_ms)
+
+    def _observer_tick(self, now_ms: int) -> None:
+        """An observer (or a voter removed from the set) never campaigns; it fetches."""
+        if self.state is State.FOLLOWER and now_ms >= self._fetch_deadline_ms:
+            self.state = State.UNATTACHED
+            self.leader = None
+            self._fetch_in_flight = None
+        elif self.state in (State.PROSPECTIVE, State.CANDIDATE, State.RESIGNED):
+            self.state = State.UNATTACHED
+            self.leader = None
+        self._fetch_if_due(now_ms)
 
     def _set_high_watermark(self, value: int) -> None:
         if value <= self.high_watermark:
@@ -304,21 +695,59 @@ class RaftNode:
         old = self.high_watermark
         self.high_watermark = value
         self._ready.high_watermark = value
-        self._ready.committed.extend(self.log.entries_from(old, value - old))
+        offset = old
+        while offset < value:
+            entries = self.log.entries_from(offset, 1024)
+            invariant(bool(entries), f"no entry at {offset} below the high watermark {value}")
+            for entry in entries:
+                if entry.offset >= value:
+                    break
+                invariant(entry.next_offset <= value, f"high watermark {value} inside a batch")
+                self._ready.committed.append(entry)
+                offset = entry.next_offset
 
-    def _advance_leader_high_watermark(self) -> None:
-        offsets = sorted((self._matched[voter] for voter in self.voters), reverse=True)
+    def _advance_leader_high_watermark(self, now_ms: int) -> None:
+        self._progress_of(self.node_id).end_offset = self._flushed_end
+        offsets = sorted((self._voter_end_offset(v) for v in self.voters), reverse=True)
         candidate = offsets[self.majority - 1]
         # Only an offset past our own leader-change entry commits (it is of our epoch).
-        if candidate > self._epoch_start_offset:
-            self._set_high_watermark(candidate)
+        if candidate <= self._epoch_start_offset or candidate <= self.high_watermark:
+            return
+        self._set_high_watermark(candidate)
+        done = [o for o in self._pending_changes if o < self.high_watermark]
+        self._pending_changes = [o for o in self._pending_changes if o >= self.high_watermark]
+        for offset in done:
+            self._ready.voter_changes.append((offset, ErrorCode.NONE))
+        self._answer_parked(now_ms)
+        if not self.is_voter and not (
+            self._voter_changes and self._voter_changes[-1][0] >= self.high_watermark
+        ):
+            # Our own removal committed: hand over to the voters (KIP-853).
+            self.resign(now_ms)
 
     # ------------------------------------------------------------------ votes
 
     def _log_is_up_to_date(self, last_epoch: int, last_offset: int) -> bool:
         return (last_epoch, last_offset) >= (self.log.last_epoch(), self.log.end_offset())
 
-    def _on_vote_request(self, request: VoteRequest, sender: int, now_ms: int) -> None:
+    def _addressed_to_us(self, key: ReplicaKey) -> bool:
+        return key.node_id == self.node_id and (
+            key.directory_id == ZERO_DIRECTORY
+            or self.key.directory_id == ZERO_DIRECTORY
+            or key.directory_id == self.key.directory_id
+        )
+
+    def _on_vote_request(self, request: VoteRequest, now_ms: int) -> None:
+        sender = request.candidate.node_id
+        if not self._addressed_to_us(request.voter):
+            # A candidate with an old voter set asks the replica a wiped disk replaced.
+            self._send(
+                sender,
+                VoteResponse(
+                    self.epoch, False, request.pre_vote, self.leader, ErrorCode.INVALID_VOTER_KEY
+                ),
+            )
+            return
         if request.pre_vote:
             # A pre-vote changes nothing here. Refuse when our leader is alive (KIP-996),
             # so that a node coming back from a partition cannot disrupt a healthy quorum.
@@ -339,7 +768,7 @@ class RaftNode:
         granted = (
             request.epoch == self.epoch
             and self.state is State.UNATTACHED
-            and self.voted_for in (None, request.candidate)
+            and (self.voted_for is None or self.voted_for.node_id == sender)
             and self._log_is_up_to_date(request.last_epoch, request.last_offset)
         )
         if granted:
@@ -356,8 +785,23 @@ class RaftNode:
             else:
                 self._become_unattached(response.epoch, now_ms)
             return
+        if (
+            response.epoch == self.epoch
+            and not response.granted
+            and response.leader is not None
+            and response.leader != self.node_id
+            and self.leader is None
+            and self.state in (State.UNATTACHED, State.PROSPECTIVE, State.CANDIDATE)
+        ):
+            # Refused because a leader of our epoch is alive: follow it. Without this a
+            # voter whose voter set is stale (removed while away) asks pre-votes forever
+            # and never fetches the log that would tell it (Kafka does the same).
+            self._become_follower(response.epoch, response.leader, now_ms)
+            return
         if response.epoch < self.epoch or not response.granted:
             return
+        if sender not in self.voters.ids:
+            return  # only our own voter set elects us
         if response.pre_vote and self.state is State.PROSPECTIVE:
             self._granted.add(sender)
             self._check_pre_votes(now_ms)
@@ -365,43 +809,108 @@ class RaftNode:
             self._granted.add(sender)
             self._check_votes(now_ms)
 
-    # ------------------------------------------------------------------ replication
+    # ------------------------------------------------------------------ epochs
 
     def _on_begin_quorum_epoch(self, message: BeginQuorumEpoch, now_ms: int) -> None:
-        if message.epoch < self.epoch:
+        if message.epoch < self.epoch or not self._addressed_to_us(message.voter):
             return
         if message.epoch == self.epoch and self.state is State.FOLLOWER:
             return  # already following; the fetch loop is running
         self._become_follower(message.epoch, message.leader, now_ms)
 
-    def _send_fetch(self, now_ms: int) -> None:
-        invariant(self.leader is not None, "fetch without a leader")
-        assert self.leader is not None
-        self._fetch_id += 1
-        self._fetch_in_flight = self._fetch_id
-        self._fetch_sent_ms = now_ms
-        request = FetchRequest(
-            self.epoch, self.node_id, self.log.end_offset(), self.log.last_epoch(), self._fetch_id
-        )
-        self._send(self.leader, request)
+    def _on_end_quorum_epoch(self, message: EndQuorumEpoch, now_ms: int) -> None:
+        if message.epoch < self.epoch or not self.is_voter:
+            return
+        if message.epoch > self.epoch:
+            self._become_unattached(message.epoch, now_ms)
+        elif self.state is State.FOLLOWER and self.leader == message.leader:
+            self.state = State.UNATTACHED
+            self.leader = None
+            self._fetch_in_flight = None
+        else:
+            return
+        self._last_leader_contact_ms = None
+        # The most caught-up successor campaigns first; the others wait their turn.
+        if self.node_id in message.preferred_successors:
+            position = message.preferred_successors.index(self.node_id)
+            backoff = (
+                position * self.election_timeout_ms // max(1, len(message.preferred_successors))
+            )
+            self._election_deadline_ms = now_ms + backoff + self._rng.randrange(50)
+        else:
+            self._reset_election_timer(now_ms)
 
-    def _on_fetch_request(self, request: FetchRequest, sender: int, now_ms: int) -> None:
+    # ------------------------------------------------------------------ the fetch loop
+
+    def _fetch_if_due(self, now_ms: int) -> None:
+        if self._fetch_in_flight is None:
+            if now_ms >= self._next_fetch_ms:
+                self._send_fetch(now_ms)
+        elif now_ms - self._fetch_sent_ms >= self._fetch_wait_ms + self.request_timeout_ms:
+            self._send_fetch(now_ms)
+
+    def _fetch_target(self) -> int | None:
+        if self.leader is not None:
+            return self.leader
+        others = self._others()
+        if others:
+            return self._rng.choice(others)
+        if self.bootstrap_servers:
+            return bootstrap_destination(self._rng.randrange(self.bootstrap_servers))
+        return None
+
+    def _send_fetch(self, now_ms: int) -> None:
+        if self.leader is None:
+            # The leader that offered this snapshot is gone; only a Fetch finds the next
+            # one (a FetchSnapshot to anyone else just fails, forever).
+            self._snapshot_fetch = None
+        target = self._fetch_target()
+        if target is None:
+            self._next_fetch_ms = now_ms + self.fetch_backoff_ms
+            return
+        self._request_id += 1
+        self._fetch_in_flight = self._request_id
+        self._fetch_sent_ms = now_ms
+        if self._snapshot_fetch is not None:
+            snapshot_id, buffer = self._snapshot_fetch
+            self._fetch_wait_ms = 0
+            request: Message = FetchSnapshotRequest(
+                self.epoch, self.key, snapshot_id, len(buffer), self._request_id
+            )
+        else:
+            # Only a known leader holds a fetch open; anyone else answers at once.
+            self._fetch_wait_ms = self.fetch_max_wait_ms if self.leader is not None else 0
+            request = FetchRequest(
+                self.epoch,
+                self.key,
+                self.log.end_offset(),
+                self.log.last_epoch(),
+                self._request_id,
+                self._fetch_wait_ms,
+            )
+        self._send(target, request)
+
+    def _on_fetch_request(self, request: FetchRequest, now_ms: int) -> None:
+        sender = request.replica.node_id
         if request.epoch > self.epoch:
             self._become_unattached(request.epoch, now_ms)
-        if self.state is not State.LEADER or request.epoch < self.epoch:
+        if self.state is not State.LEADER:
             # Tell the fetcher who leads (if we know) so that it catches up on the epoch. A
             # resigned leader names no leader: its answers must not keep followers attached.
             leader = None if self.state is State.RESIGNED else self.leader
             self._send(
                 sender,
-                FetchResponse(self.epoch, leader, self.high_watermark, (), request.request_id),
+                FetchResponse(
+                    self.epoch,
+                    leader,
+                    self.high_watermark,
+                    (),
+                    request.request_id,
+                    error=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                ),
             )
             return
-        self._last_fetch_ms[sender] = now_ms
-        self._fetched_this_epoch.add(sender)
-        diverging = self._diverging(request.fetch_offset, request.last_fetched_epoch)
-        if diverging is not None:
-            epoch, end_offset = diverging
+        if request.epoch < self.epoch:
             self._send(
                 sender,
                 FetchResponse(
@@ -410,50 +919,129 @@ class RaftNode:
                     self.high_watermark,
                     (),
                     request.request_id,
-                    diverging_epoch=epoch,
-                    diverging_end_offset=end_offset,
+                    error=ErrorCode.FENCED_LEADER_EPOCH,
                 ),
             )
             return
-        # A valid fetch proves the follower's log equals ours below fetch_offset.
-        if request.fetch_offset > self._matched[sender]:
-            self._matched[sender] = request.fetch_offset
-            self._advance_leader_high_watermark()
-        entries = tuple(self.log.entries_from(request.fetch_offset, self.MAX_FETCH_ENTRIES))
-        self._send(
-            sender,
-            FetchResponse(
-                self.epoch, self.node_id, self.high_watermark, entries, request.request_id
-            ),
-        )
+        progress = self._progress.get(sender)
+        if progress is None or progress.key != request.replica:
+            # A new replica, or a replaced disk: nothing it held before counts.
+            progress = ReplicaProgress(request.replica)
+            self._progress[sender] = progress
+        progress.last_fetch_ms = now_ms
+        self._fetched_this_epoch.add(sender)
+        self._parked.pop(sender, None)
+        if self._needs_snapshot(request) or self._diverging(request) is not None:
+            self._answer_fetch(request, now_ms)
+            return
+        # A valid fetch proves the fetcher's log equals ours below fetch_offset.
+        if request.fetch_offset > progress.end_offset:
+            progress.end_offset = request.fetch_offset
+        if request.fetch_offset >= self.high_watermark:
+            progress.last_caught_up_ms = now_ms
+        if sender in self.voters.ids:
+            self._advance_leader_high_watermark(now_ms)
+            if self.state is not State.LEADER:
+                return  # our own removal committed and we resigned; the fetcher retries
+        nothing_new = request.fetch_offset >= self.log.end_offset()
+        if (
+            nothing_new
+            and request.max_wait_ms > 0
+            and progress.sent_high_watermark >= self.high_watermark
+        ):
+            self._parked[sender] = (request, now_ms + request.max_wait_ms)
+            return
+        self._answer_fetch(request, now_ms)
 
-    def _diverging(self, fetch_offset: int, last_fetched_epoch: int) -> tuple[int, int] | None:
+    def _needs_snapshot(self, request: FetchRequest) -> bool:
+        start = self.log.start_offset()
+        snapshot = self.log.latest_snapshot()
+        if start == 0 or snapshot is None:
+            return False
+        if request.fetch_offset < start:
+            return True
+        # Kafka's validateOffsetAndEpoch: a fetcher at our log start whose last epoch is
+        # not the snapshot's, or whose last epoch is older than the snapshot's, diverged
+        # below the log start (end_offset_for_epoch cannot see that: it answers an epoch
+        # older than every held one with the start of the first held epoch).
+        if request.fetch_offset == start and request.last_fetched_epoch != snapshot.epoch:
+            return True
+        if request.last_fetched_epoch < snapshot.epoch:
+            return True
+        # An epoch we know nothing of means the fetcher diverged below our log start,
+        # where only the snapshot can repair it.
+        epoch, _ = self.log.end_offset_for_epoch(request.last_fetched_epoch)
+        return request.fetch_offset > 0 and epoch == UNDEFINED
+
+    def _diverging(self, request: FetchRequest) -> tuple[int, int] | None:
         """None when (fetch_offset, last_fetched_epoch) is a prefix of our log."""
-        if fetch_offset == 0:
+        if request.fetch_offset == 0:
             return None
-        epoch, end_offset = self.log.end_offset_for_epoch(last_fetched_epoch)
-        if epoch == last_fetched_epoch and end_offset >= fetch_offset:
+        epoch, end_offset = self.log.end_offset_for_epoch(request.last_fetched_epoch)
+        if epoch == request.last_fetched_epoch and end_offset >= request.fetch_offset:
             return None
         return (epoch, max(end_offset, 0))
 
-    def _on_fetch_response(self, response: FetchResponse, sender: int, now_ms: int) -> None:
+    def _answer_fetch(self, request: FetchRequest, now_ms: int) -> None:
+        sender = request.replica.node_id
+        progress = self._progress_of(sender)
+        base = FetchResponse(self.epoch, self.node_id, self.high_watermark, (), request.request_id)
+        if self._needs_snapshot(request):
+            snapshot = self.log.latest_snapshot()
+            self._send(sender, _replace(base, snapshot_id=snapshot))
+            return
+        diverging = self._diverging(request)
+        if diverging is not None:
+            epoch, end_offset = diverging
+            self._send(
+                sender, _replace(base, diverging_epoch=epoch, diverging_end_offset=end_offset)
+            )
+            return
+        entries = tuple(self.log.entries_from(request.fetch_offset, self.MAX_FETCH_ENTRIES))
+        progress.sent_high_watermark = self.high_watermark
+        self._send(sender, _replace(base, entries=entries))
+
+    def _answer_parked(self, now_ms: int) -> None:
+        parked, self._parked = self._parked, {}
+        for _, (request, _deadline) in sorted(parked.items()):
+            self._answer_fetch(request, now_ms)
+
+    def _on_fetch_response(self, response: FetchResponse, now_ms: int) -> None:
+        if response.request_id != self._fetch_in_flight:
+            return  # stale, duplicated, or for a fetch we gave up on
+        self._fetch_in_flight = None
         if response.epoch > self.epoch:
             if response.leader is not None and response.leader != self.node_id:
                 self._become_follower(response.epoch, response.leader, now_ms)
             else:
                 self._become_unattached(response.epoch, now_ms)
+                self._next_fetch_ms = now_ms + self.fetch_backoff_ms
             return
-        if (
-            self.state is not State.FOLLOWER
-            or response.epoch < self.epoch
-            or sender != self.leader
-            or response.leader != self.leader
-            or response.request_id != self._fetch_in_flight
-        ):
-            return  # stale or for another epoch
-        self._fetch_in_flight = None
+        if response.epoch < self.epoch or response.error != ErrorCode.NONE:
+            if (
+                response.epoch == self.epoch
+                and response.leader is not None
+                and response.leader != self.node_id
+                and self.leader is None
+                and self.state in (State.UNATTACHED, State.FOLLOWER)
+            ):
+                self._become_follower(response.epoch, response.leader, now_ms)
+                return
+            self._next_fetch_ms = now_ms + self.fetch_backoff_ms
+            return
+        if response.leader is None or response.leader == self.node_id:
+            self._next_fetch_ms = now_ms + self.fetch_backoff_ms
+            return
+        if self.state is not State.FOLLOWER or self.leader != response.leader:
+            if self.state is State.UNATTACHED and self.leader is None:
+                self._become_follower(response.epoch, response.leader, now_ms)
+            return
         self._fetch_deadline_ms = now_ms + self.fetch_timeout_ms
         self._last_leader_contact_ms = now_ms
+        if response.snapshot_id is not None:
+            self._snapshot_fetch = (response.snapshot_id, bytearray())
+            self._send_fetch(now_ms)
+            return
         if response.diverging_epoch is not None:
             self._truncate_to_diverging(response.diverging_epoch, response.diverging_end_offset)
             self._send_fetch(now_ms)
@@ -463,21 +1051,122 @@ class RaftNode:
                 response.entries[0].offset == self.log.end_offset(),
                 "fetched entries do not start at the log end",
             )
-            self.log.append(response.entries)
+            self._append(response.entries)
         self._set_high_watermark(min(response.high_watermark, self.log.end_offset()))
-        if response.entries:
-            self._send_fetch(now_ms)
-        else:
-            self._next_fetch_ms = now_ms + self.fetch_backoff_ms
+        self._send_fetch(now_ms)
 
     def _truncate_to_diverging(self, epoch: int, end_offset: int | None) -> None:
         leader_end = end_offset if end_offset is not None else 0
         local_epoch, local_end = self.log.end_offset_for_epoch(epoch)
         target = leader_end if local_epoch == UNDEFINED else min(local_end, leader_end)
-        target = max(target, 0)
+        target = max(target, self.log.start_offset())
         invariant(
             target >= self.high_watermark,
             f"node {self.node_id} truncating to {target} below its high watermark "
             f"{self.high_watermark}",
         )
-        self.log.truncate_to(target)
+        self._truncate(target)
+
+    # ------------------------------------------------------------------ snapshots
+
+    def _on_fetch_snapshot_request(self, request: FetchSnapshotRequest, now_ms: int) -> None:
+        sender = request.replica.node_id
+
+        def answer(error: int, size: int = 0, chunk: bytes = b"") -> None:
+            leader = self.leader if self.state is not State.RESIGNED else None
+            self._send(
+                sender,
+                FetchSnapshotResponse(
+                    self.epoch,
+                    leader,
+                    request.snapshot_id,
+                    size,
+                    request.position,
+                    chunk,
+                    request.request_id,
+                    error,
+                ),
+            )
+
+        if request.epoch > self.epoch:
+            self._become_unattached(request.epoch, now_ms)
+        if self.state is not State.LEADER:
+            answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return
+        if request.epoch < self.epoch:
+            answer(ErrorCode.FENCED_LEADER_EPOCH)
+            return
+        progress = self._progress.get(sender)
+        if progress is None or progress.key != request.replica:
+            progress = ReplicaProgress(request.replica)
+            self._progress[sender] = progress
+        progress.last_fetch_ms = now_ms
+        self._fetched_this_epoch.add(sender)
+        data = self.log.read_snapshot(request.snapshot_id)
+        if data is None:
+            answer(ErrorCode.SNAPSHOT_NOT_FOUND)
+            return
+        if not 0 <= request.position <= len(data):
+            answer(ErrorCode.POSITION_OUT_OF_RANGE, len(data))
+            return
+        size = min(request.max_bytes, self.SNAPSHOT_CHUNK_BYTES)
+        answer(ErrorCode.NONE, len(data), data[request.position : request.position + size])
+
+    def _on_fetch_snapshot_response(self, response: FetchSnapshotResponse, now_ms: int) -> None:
+        if response.request_id != self._fetch_in_flight:
+            return
+        self._fetch_in_flight = None
+        if response.epoch > self.epoch:
+            self._snapshot_fetch = None
+            if response.leader is not None and response.leader != self.node_id:
+                self._become_follower(response.epoch, response.leader, now_ms)
+            else:
+                self._become_unattached(response.epoch, now_ms)
+            return
+        fetch = self._snapshot_fetch
+        if (
+            fetch is None
+            or response.epoch < self.epoch
+            or self.state is not State.FOLLOWER
+            or response.leader != self.leader
+            or response.snapshot_id != fetch[0]
+        ):
+            self._next_fetch_ms = now_ms + self.fetch_backoff_ms
+            return
+        if response.error != ErrorCode.NONE:
+            # The leader moved on to a newer snapshot (or lost this one): fetch again.
+            self._snapshot_fetch = None
+            self._next_fetch_ms = now_ms + self.fetch_backoff_ms
+            return
+        self._fetch_deadline_ms = now_ms + self.fetch_timeout_ms
+        self._last_leader_contact_ms = now_ms
+        snapshot_id, buffer = fetch
+        if response.position != len(buffer):
+            self._send_fetch(now_ms)
+            return
+        buffer += response.chunk
+        if len(buffer) < response.size:
+            self._send_fetch(now_ms)
+            return
+        self._install_snapshot(snapshot_id, bytes(buffer))
+        self._send_fetch(now_ms)
+
+    def _install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        decode_snapshot(data)  # a damaged transfer must not replace the log
+        invariant(
+            snapshot_id.end_offset >= self.high_watermark,
+            f"snapshot {snapshot_id} below the high watermark {self.high_watermark}",
+        )
+        self._snapshot_fetch = None
+        self.log.write_snapshot(snapshot_id, data)
+        self.log.reset_to_snapshot(snapshot_id)
+        self._flushed_end = self.log.end_offset()
+        self._load_voters()
+        self.high_watermark = snapshot_id.end_offset
+        self._ready.high_watermark = snapshot_id.end_offset
+        self._ready.committed = []
+        self._ready.snapshot = snapshot_id
+
+
+def _replace(response: FetchResponse, **changes: object) -> FetchResponse:
+    return dataclasses.replace(response, **changes)  # type: ignore[arg-type]

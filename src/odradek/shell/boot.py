@@ -1,38 +1,39 @@
 """From a Kafka-style ``server.properties`` to a runnable node configuration.
 
-Until the controller quorum lands, a node is broker and controller at once and is the
-single voter of its own metadata log; any other shape is refused with a message that
-names the keys, rather than started half right.
+A node is a broker, a controller or both (``process.roles``). Controllers serve the
+metadata quorum on their controller listener (``controller.listener.names``); the
+quorum is static (``controller.quorum.voters``) or dynamic
+(``controller.quorum.bootstrap.servers``, voters in the metadata log, KIP-853). What this
+build cannot serve (TLS, SASL, several log dirs) is refused with a message that names the
+keys, rather than started half right.
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 
-from odradek.broker.config import ServerConfig
+from odradek.broker.config import Endpoint, ServerConfig
 from odradek.broker.state import BrokerSettings
 from odradek.broker.topic_config import topic_log_config, validate_topic_overrides
 from odradek.core.errors import ConfigError
+from odradek.raft.voters import VoterEndpoint
 from odradek.shell.node import NodeConfig
+from odradek.shell.quorum import QuorumConfig
 
 log = logging.getLogger("odradek.boot")
 
 SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT"})
 
 
-def node_config(server: ServerConfig, cluster_id: str) -> NodeConfig:
-    """Check what this build can serve and derive the node's configuration."""
-    if not (server.is_broker and server.is_controller):
-        raise ConfigError(
-            "process.roles must be broker,controller for now: separate roles come with the "
-            "controller quorum"
-        )
-    voters = server.controller_quorum_voters
-    if voters and [v.node_id for v in voters] != [server.node_id]:
-        raise ConfigError(
-            "controller.quorum.voters must name only this node for now: multi-node quorums "
-            "come with the controller quorum"
-        )
+def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) -> NodeConfig:
+    """Check what this build can serve and derive the node's configuration.
+
+    ``directory_id`` is the metadata log dir's ``directory.id`` (from meta.properties):
+    with the node id, it names this replica of the metadata log.
+    """
+    if not (server.is_broker or server.is_controller):
+        raise ConfigError("process.roles must name broker, controller or both")
     for endpoint in server.listeners:
         if endpoint.security_protocol not in SUPPORTED_PROTOCOLS:
             raise ConfigError(
@@ -43,24 +44,34 @@ def node_config(server: ServerConfig, cluster_id: str) -> NodeConfig:
     controller_names = set(server.controller_listener_names)
     broker_listeners = [e for e in server.listeners if e.listener_name not in controller_names]
     advertised = [e for e in server.advertised_listeners if e.listener_name not in controller_names]
-    if not broker_listeners or not advertised:
+    if server.is_broker and (not broker_listeners or not advertised):
         raise ConfigError("listeners: no broker listener (one not in controller.listener.names)")
+    controller_listeners = list(server.controller_listeners)
+    if server.is_controller and not controller_listeners:
+        raise ConfigError(
+            "listeners: a controller needs a listener named in controller.listener.names"
+        )
+    if not server.controller_quorum_voters and not server.controller_quorum_bootstrap_servers:
+        raise ConfigError(
+            "set controller.quorum.voters (static quorum) or "
+            "controller.quorum.bootstrap.servers (dynamic quorum)"
+        )
     if len(server.log_dirs) != 1:
         raise ConfigError(
             f"log.dirs: {len(server.log_dirs)} directories given; one is supported for now"
         )
-    listen = broker_listeners[0]
-    public = advertised[0]
     unknown = server.unknown_keys
     if unknown:
         log.warning("ignoring unknown configuration keys: %s", ", ".join(sorted(unknown)))
     for warning in server.validate():
         log.warning("configuration: %s", warning)
+    listen = broker_listeners[0] if broker_listeners else None
+    public = advertised[0] if advertised else None
     settings = BrokerSettings(
         node_id=server.node_id,
         cluster_id=cluster_id,
-        host=public.host or "127.0.0.1",
-        port=public.port,
+        host=(public.host if public else "") or "127.0.0.1",
+        port=public.port if public else 0,
         rack=server.broker_rack,
         num_partitions=server.num_partitions,
         default_replication_factor=server.default_replication_factor,
@@ -68,12 +79,13 @@ def node_config(server: ServerConfig, cluster_id: str) -> NodeConfig:
         message_max_bytes=server.message_max_bytes,
         flush_before_ack=server.flush_before_ack,
     )
+    controller_listen = controller_listeners[0] if controller_listeners else None
     return NodeConfig(
         settings=settings,
         log_dir=server.log_dirs[0],
         metadata_log_dir=server.metadata_log_dir,
-        listen_host=listen.host or "0.0.0.0",
-        listen_port=listen.port,
+        listen_host=((listen.host if listen else "") or "0.0.0.0"),
+        listen_port=listen.port if listen else 0,
         log_config=topic_log_config(server, {}),
         max_frame_bytes=server.socket_request_max_bytes,
         retention_check_interval_ms=server.log_retention_check_interval_ms,
@@ -81,7 +93,47 @@ def node_config(server: ServerConfig, cluster_id: str) -> NodeConfig:
         connections_max_idle_ms=server.connections_max_idle_ms,
         validate_topic_configs=lambda overrides: _validated(server, overrides),
         server=server,
+        is_broker=server.is_broker,
+        is_controller=server.is_controller,
+        controller_listen_host=(
+            (controller_listen.host or "0.0.0.0") if controller_listen else None
+        ),
+        controller_listen_port=controller_listen.port if controller_listen else 0,
+        quorum=quorum_config(server, cluster_id, directory_id),
+        broker_session_timeout_ms=server.broker_session_timeout_ms,
+        broker_heartbeat_interval_ms=server.broker_heartbeat_interval_ms,
     )
+
+
+def quorum_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) -> QuorumConfig:
+    static = {v.node_id: (v.host, v.port) for v in server.controller_quorum_voters} or None
+    if static is not None:
+        bootstrap = list(static.values())
+    else:
+        bootstrap = [(hp.host, hp.port) for hp in server.controller_quorum_bootstrap_servers]
+    names = server.controller_listener_names
+    return QuorumConfig(
+        node_id=server.node_id,
+        cluster_id=cluster_id,
+        directory_id=directory_id,
+        static_voters=static,
+        bootstrap_servers=bootstrap,
+        controller_listener=names[0] if names else "CONTROLLER",
+        own_endpoints=tuple(_voter_endpoint(e) for e in server.advertised_controller_listeners),
+        election_timeout_ms=server.controller_quorum_election_timeout_ms,
+        fetch_timeout_ms=server.controller_quorum_fetch_timeout_ms,
+        request_timeout_ms=server.controller_quorum_request_timeout_ms,
+        retry_backoff_ms=server.controller_quorum_retry_backoff_ms,
+        max_idle_interval_ms=server.metadata_max_idle_interval_ms,
+        stall_alarm_ms=server.metadata_quorum_stall_alarm_ms,
+    )
+
+
+def _voter_endpoint(endpoint: Endpoint) -> VoterEndpoint:
+    # A wildcard host cannot be dialled; Kafka publishes "localhost" for it as well.
+    host = endpoint.host if endpoint.host not in (None, "", "0.0.0.0", "::") else "localhost"
+    assert host is not None
+    return VoterEndpoint(endpoint.listener_name, host, endpoint.port)
 
 
 def _validated(server: ServerConfig, overrides: dict[str, str]) -> dict[str, str]:

@@ -2,9 +2,12 @@
 
 It owns every effect: sockets, the real filesystem, the wall clock, timers. It
 
-* opens the log dir and recovers every partition, and replays the metadata log into the
-  metadata image (until the controller quorum exists, this node is the single voter of
-  its own metadata log: a record is committed once it is fsynced there);
+* runs its replica of the metadata log (:mod:`odradek.shell.quorum`): a voter of the
+  controller quorum or an observer, and applies every committed record to the metadata
+  image; a controller serves the controller listener
+  (:mod:`odradek.shell.controller_service`), a broker registers and heartbeats
+  (:mod:`odradek.shell.broker_lifecycle`) and serves clients once caught up;
+* opens the log dir and recovers every partition;
 * serves requests one at a time per connection, in order, carrying each handler's
   outcome through its effects (commit records, await a flush, await data);
 * runs group commit: appends wait for one shared flush, which then completes every
@@ -18,12 +21,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import io
 import logging
 import random
 import signal
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -44,6 +47,7 @@ from odradek.broker.effects import (
     AwaitData,
     AwaitFlush,
     CommitRecords,
+    ControllerCall,
     GroupCall,
     NoReply,
     Outcome,
@@ -55,6 +59,7 @@ from odradek.broker.router import Close, Dispatch, Respond, Router
 from odradek.broker.state import BrokerSettings, BrokerState
 from odradek.broker.topic_config import effective_log_config, effective_topic_value
 from odradek.controller.image import MetadataImage
+from odradek.controller.image_records import decode_image_records
 from odradek.coordinator import API_VERSIONS as GROUP_API_VERSIONS
 from odradek.coordinator import GroupConfig, GroupCoordinator, Output, Write
 from odradek.core.errors import ConfigError, CorruptLogError, LogOfflineError, RemoteProtocolError
@@ -76,18 +81,19 @@ from odradek.protocol.messages import (
     MetadataRequest,
     ProduceRequest,
 )
-from odradek.protocol.metadata import RegisterBrokerRecord
-from odradek.protocol.metadata.register_broker_record import BrokerEndpoint
-from odradek.protocol.metadata_record import decode_metadata_record, encode_metadata_record
+from odradek.protocol.metadata import NoOpRecord
+from odradek.protocol.metadata_record import decode_metadata_record
 from odradek.protocol.primitives import Records
-from odradek.protocol.record_batch import (
-    Record,
-    decode_records,
-    encode_batch,
-    header_at,
-    iter_batches,
-)
+from odradek.protocol.record_batch import Record, decode_records, encode_batch, iter_batches
+from odradek.raft.disk_log import DiskRaftLog, metadata_log_directory
+from odradek.raft.log import Entry, SnapshotId
+from odradek.raft.quorum_file import QuorumStateFile
+from odradek.raft.snapshot import decode_snapshot
 from odradek.replication.producer_state import ProducerStateManager
+from odradek.shell import controller_service
+from odradek.shell.broker_lifecycle import BrokerLifecycle
+from odradek.shell.controller_service import ControllerService
+from odradek.shell.quorum import NotController, QuorumConfig, QuorumDriver
 from odradek.shell.real_fs import RealFileSystem
 from odradek.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
 from odradek.storage.fs import FileSystem, join
@@ -122,10 +128,17 @@ class NodeConfig:
     log_config: LogConfig
     """The server-wide log settings, used when a topic's effective settings are invalid."""
     validate_topic_configs: Callable[[dict[str, str]], dict[str, str]]
+    quorum: QuorumConfig
     max_frame_bytes: int = 104_857_600
     retention_check_interval_ms: int = 300_000
     checkpoint_interval_ms: int = 60_000
     connections_max_idle_ms: int = 600_000
+    is_broker: bool = True
+    is_controller: bool = True
+    controller_listen_host: str | None = None
+    controller_listen_port: int = 0
+    broker_session_timeout_ms: int = 9000
+    broker_heartbeat_interval_ms: int = 2000
 
 
 def now_ms() -> int:
@@ -142,9 +155,20 @@ class Node:
         self.state.validate_topic_configs = config.validate_topic_configs
         self.router = Router()
         self._register()
+        self.controller_router = Router()
+        for api_key, versions in controller_service.CONTROLLER_APIS.items():
+            self.controller_router.register(api_key, versions, controller_service.route)
         self.log_dir: LogDir | None = None
-        self.metadata_log: PartitionLog | None = None
+        self.raft_log: DiskRaftLog | None = None
+        self.quorum: QuorumDriver | None = None
+        self.controller: ControllerService | None = None
+        self.lifecycle: BrokerLifecycle | None = None
         self._server: asyncio.Server | None = None
+        self._controller_server: asyncio.Server | None = None
+        self.controller_port = config.controller_listen_port
+        # Counts image changes other than no-ops: a decision made on an older generation
+        # is made again before its records are committed.
+        self._image_generation = 0
         self._flush_waiters: FlushWaiters[tuple[tuple[str, int], asyncio.Future[None]]] = (
             FlushWaiters()
         )
@@ -260,22 +284,71 @@ class Node:
         cfg = self.config
         now = now_ms()
         # The metadata first: each topic's log settings come from its configs there.
-        metadata_dir = join(cfg.metadata_log_dir, f"{METADATA_TOPIC}-0")
-        if self.fs.exists(metadata_dir):
-            # With its recovery point, corruption of committed metadata stops the node
-            # (the log opens offline) instead of being cut away as a torn tail.
-            self.metadata_log = PartitionLog.open(
-                self.fs,
-                metadata_dir,
-                LogConfig(),
-                now,
-                recovery_point=self._metadata_recovery_point(),
+        metadata_dir = metadata_log_directory(cfg.metadata_log_dir)
+        self.raft_log = DiskRaftLog.open(
+            self.fs,
+            metadata_dir,
+            now,
+            recovery_point=self._metadata_recovery_point(),
+            clock=now_ms,
+        )
+        snapshot = self.raft_log.latest_snapshot()
+        if snapshot is not None:
+            self._apply_snapshot(snapshot)
+        caught_up_at = self.raft_log.end_offset()
+        self.quorum = QuorumDriver(
+            cfg.quorum,
+            self.raft_log,
+            QuorumStateFile(self.fs, metadata_dir),
+            self._apply_committed,
+            self._apply_snapshot,
+        )
+        self.quorum.start()
+        self._tasks.append(asyncio.create_task(self._quorum_watch()))
+        if cfg.is_controller:
+            self.controller = ControllerService(
+                self.quorum,
+                lambda: self.state.image,
+                cfg.settings.cluster_id,
+                cfg.broker_session_timeout_ms,
             )
-            if self.metadata_log.offline is not None:
-                raise LogOfflineError(metadata_dir, self.metadata_log.offline)
-        else:
-            self.metadata_log = PartitionLog.create(self.fs, metadata_dir, LogConfig(), now)
-        self._replay_metadata_log()
+            host = cfg.controller_listen_host or "0.0.0.0"
+            self._controller_server = await asyncio.start_server(
+                functools.partial(self._serve, self.controller_router),
+                host,
+                cfg.controller_listen_port,
+            )
+            self.controller_port = self._controller_server.sockets[0].getsockname()[1]
+            local = "127.0.0.1" if host in ("0.0.0.0", "") else host
+            self.quorum.local_address = (local, self.controller_port)
+            self._tasks.append(asyncio.create_task(self._controller_ticker()))
+            log.info(
+                "node %d serves the controller listener on %s:%d",
+                cfg.settings.node_id,
+                host,
+                self.controller_port,
+            )
+        log.info("node %d: catching up with the metadata log", cfg.settings.node_id)
+        await self.quorum.wait_caught_up(caught_up_at)
+        log.info(
+            "node %d: metadata caught up at offset %d",
+            cfg.settings.node_id,
+            self.quorum.raft.high_watermark,
+        )
+        if cfg.is_broker:
+            await self._start_broker(now)
+        log.info(
+            "node %d started (cluster %s, %s)",
+            cfg.settings.node_id,
+            cfg.settings.cluster_id,
+            ",".join(
+                r for r, on in (("broker", cfg.is_broker), ("controller", cfg.is_controller)) if on
+            ),
+        )
+
+    async def _start_broker(self, now: int) -> None:
+        cfg = self.config
+        assert self.raft_log is not None and self.quorum is not None
         self.log_dir = LogDir.open(
             self.fs,
             cfg.log_dir,
@@ -287,43 +360,59 @@ class Node:
         )
         if cfg.metadata_log_dir == cfg.log_dir:
             # Checkpointed with the partitions (its recovery point matters at start).
-            self.log_dir.logs[(METADATA_TOPIC, 0)] = self.metadata_log
+            self.log_dir.logs[(METADATA_TOPIC, 0)] = self.raft_log.partition
         self._sync_partitions()
         self._load_offsets_partitions()
-        self._register_broker()
-        self._server = await asyncio.start_server(self._serve, cfg.listen_host, cfg.listen_port)
+        self._server = await asyncio.start_server(
+            functools.partial(self._serve, self.router), cfg.listen_host, cfg.listen_port
+        )
         self.port = self._server.sockets[0].getsockname()[1]
         if cfg.settings.port == 0:
             # Listening on an ephemeral port: advertise the one we got.
             self.state.settings = dataclasses.replace(cfg.settings, port=self.port)
-        self._tasks = [
+        settings = self.state.settings
+        self.lifecycle = BrokerLifecycle(
+            broker_id=settings.node_id,
+            cluster_id=settings.cluster_id,
+            listeners=[("PLAINTEXT", settings.host, settings.port)],
+            rack=settings.rack,
+            log_dirs=[cfg.quorum.directory_id],
+            quorum=self.quorum,
+            metadata_offset=lambda: self.state.image.offset,
+            heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
+            request_timeout_ms=cfg.quorum.request_timeout_ms,
+        )
+        self._tasks += [
+            asyncio.create_task(self.lifecycle.run()),
             asyncio.create_task(self._flusher()),
             asyncio.create_task(self._housekeeping()),
             asyncio.create_task(self._group_ticker()),
         ]
-        log.info(
-            "node %d serving on %s:%d (cluster %s)",
-            cfg.settings.node_id,
-            cfg.listen_host,
-            self.port,
-            cfg.settings.cluster_id,
-        )
+        # Clients only see a broker the controller has unfenced (registered, caught up).
+        await self.lifecycle.unfenced.wait()
+        log.info("node %d serving clients on %s:%d", settings.node_id, cfg.listen_host, self.port)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for server in (self._server, self._controller_server):
+            if server is not None:
+                server.close()
+        if self.quorum is not None:
+            # Resign first, while the connections still work: the others elect at once.
+            await self.quorum.stop()
         for task in [*self._connections, *self._tasks]:
             task.cancel()
         for task in [*self._connections, *self._tasks]:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self.lifecycle is not None:
+            await self.lifecycle.close()
         self._flush_all()
         self._snapshot_producers()
         if self.log_dir is not None:
             self.log_dir.checkpoint()
             self.log_dir.close()
-        if self.metadata_log is not None:
-            self.metadata_log.close()
+        if self.raft_log is not None:
+            self.raft_log.close()
         log.info("node %d stopped", self.config.settings.node_id)
 
     # --- Metadata -------------------------------------------------------------------
@@ -352,14 +441,37 @@ class Node:
             value = None
         return value if isinstance(value, int) else self.config.settings.message_max_bytes
 
-    def _replay_metadata_log(self) -> None:
-        assert self.metadata_log is not None
-        for batch in _batches(self.metadata_log):
-            base = header_at(batch, 0).base_offset
-            for record in decode_records(batch):
-                assert record.value is not None
-                body, _ = decode_metadata_record(record.value)
-                self.state.image.replay(body, base + record.offset_delta)
+    def _apply_committed(self, entries: list[Entry]) -> None:
+        """Replay committed metadata into the image; host what it now assigns here."""
+        changed = False
+        for entry in entries:
+            if entry.control is not None:
+                continue  # leader changes and voter sets are the quorum's, not the image's
+            for i, value in enumerate(entry.records):
+                body, _ = decode_metadata_record(value)
+                self.state.image.replay(body, entry.offset + i)
+                changed = changed or not isinstance(body, NoOpRecord)
+        if changed:
+            self._image_generation += 1
+        if changed and self.log_dir is not None:
+            self._sync_partitions()
+            self._load_offsets_partitions()
+
+    def _apply_snapshot(self, snapshot_id: SnapshotId) -> None:
+        """Start the image over from a snapshot (at start, or installed from the leader)."""
+        assert self.raft_log is not None
+        data = self.raft_log.read_snapshot(snapshot_id)
+        if data is None:
+            raise LogOfflineError(
+                metadata_log_directory(self.config.metadata_log_dir),
+                f"snapshot {snapshot_id} is listed but cannot be read",
+            )
+        contents = decode_snapshot(data)
+        self.state.image = decode_image_records(contents.records, snapshot_id.end_offset - 1)
+        self._image_generation += 1
+        if self.log_dir is not None:
+            self._sync_partitions()
+            self._load_offsets_partitions()
 
     def _metadata_recovery_point(self) -> int:
         path = join(self.config.metadata_log_dir, RECOVERY_POINT_CHECKPOINT)
@@ -369,44 +481,33 @@ class Node:
             log.warning("ignoring damaged checkpoint, recovering from the start: %s", e)
             return 0
 
-    def _register_broker(self) -> None:
-        """Record this node's registration (its broker epoch is the record's offset).
-
-        Until the controller quorum exists the node registers itself, unfenced, in its
-        own metadata log, so that the image knows it (DescribeCluster, producer ids).
-        """
-        assert self.metadata_log is not None
-        s = self.state.settings
-        record = RegisterBrokerRecord(
-            broker_id=s.node_id,
-            incarnation_id=uuid.UUID(int=self.state.rng.getrandbits(128)),
-            broker_epoch=self.metadata_log.log_end_offset,
-            end_points=[
-                BrokerEndpoint(name="PLAINTEXT", host=s.host, port=s.port, security_protocol=0)
-            ],
-            rack=s.rack,
-            fenced=False,
-        )
-        self._commit_now([record])
-
-    def _commit_now(self, records: list[Any]) -> None:
-        """Append records to the metadata log, fsync them, then replay them."""
-        assert self.metadata_log is not None
-        now = now_ms()
-        batch = bytearray(
-            encode_batch(
-                [
-                    Record(offset_delta=i, timestamp=now, value=encode_metadata_record(r))
-                    for i, r in enumerate(records)
-                ]
+    async def _commit_records(self, records: list[Any]) -> None:
+        """Commit records to the metadata log (only the active controller can)."""
+        if self.controller is None:
+            raise NotController(
+                f"node {self.config.settings.node_id} is not a controller; forwarding "
+                "admin requests to the controller comes with replication"
             )
-        )
-        info = self.metadata_log.append_as_leader(memoryview(batch), 0, now)
-        self.metadata_log.flush(now)
-        for i, record in enumerate(records):
-            self.state.image.replay(record, info.first_offset + i)
-        self._sync_partitions()
-        self._load_offsets_partitions()
+        await self.controller.commit(records)
+
+    async def _quorum_watch(self) -> None:
+        """Log the leader as it changes (the quorum driver does the work)."""
+        assert self.quorum is not None
+        leader: int | None = None
+        while True:
+            event = self.quorum.leader_changed
+            await event.wait()
+            node = self.quorum.raft
+            if node.leader != leader:
+                leader = node.leader
+                log.info("metadata quorum leader is now %s (epoch %d)", leader, node.epoch)
+
+    async def _controller_ticker(self) -> None:
+        """On the active controller: fence brokers whose session expired."""
+        assert self.controller is not None
+        while True:
+            await asyncio.sleep(0.1)
+            await self.controller.expire_sessions()
 
     def _sync_partitions(self) -> None:
         """Host exactly the partitions the image assigns to this node."""
@@ -595,7 +696,9 @@ class Node:
 
     # --- Requests -------------------------------------------------------------------
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _serve(
+        self, router: Router, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
         """Read requests, start each at once, send the answers in request order.
 
         Handlers run in arrival order (so appends keep the order of the requests); what
@@ -614,7 +717,7 @@ class Node:
         sender = asyncio.create_task(self._send_in_order(writer, answers, peer))
         stopping = False
         try:
-            await self._read_requests(reader, answers, peer)
+            await self._read_requests(router, reader, answers, peer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -634,6 +737,7 @@ class Node:
 
     async def _read_requests(
         self,
+        router: Router,
         reader: asyncio.StreamReader,
         answers: asyncio.Queue[asyncio.Future[list[Records] | None] | None],
         peer: str,
@@ -656,7 +760,7 @@ class Node:
                 log.warning("closing connection from client %s: %s", peer, e)
                 return
             for payload in frames:
-                routed = self.router.handle(payload, peer)
+                routed = router.handle(payload, peer)
                 if isinstance(routed, Close):
                     log.warning("closing connection: %s", routed.reason)
                     return
@@ -692,6 +796,10 @@ class Node:
                     await self._send(writer, chunks)
         except (ConnectionError, asyncio.CancelledError):
             pass
+        except NotController as e:
+            # No error code fits every admin API: close, and the client retries.
+            log.warning("closing connection from %s: %s", peer, e)
+            writer.close()
         except Exception:
             # A bug in a handler or in encoding: say so loudly, drop this connection,
             # keep serving the others.
@@ -702,7 +810,7 @@ class Node:
         outcome: Outcome = dispatch.outcome
         # The image the handler decided on; records built on an older image (another
         # connection committed meanwhile) are decided again rather than committed.
-        seen = self.state.image.offset
+        seen = self._image_generation
         while True:
             if isinstance(outcome, Reply):
                 return outcome.response
@@ -710,19 +818,25 @@ class Node:
                 return None
             self.state.now_ms = now_ms()
             if isinstance(outcome, CommitRecords):
-                async with self._io_lock:
-                    stale = self.state.image.offset != seen
+                if self.controller is None:
+                    await self._commit_records(outcome.records)  # raises NotController
+                    return None
+                async with self.controller.write_lock:
+                    stale = self._image_generation != seen
                     if not stale:
-                        self._commit_now(outcome.records)
-                        seen = self.state.image.offset
+                        await self._commit_records(outcome.records)
+                        seen = self._image_generation
                 if stale:
                     again = self.router.handle(payload, dispatch.peer)
                     if not isinstance(again, Dispatch):
                         return None
-                    seen = self.state.image.offset
+                    seen = self._image_generation
                     outcome = again.outcome
                     continue
                 outcome = outcome.then()
+            elif isinstance(outcome, ControllerCall):
+                assert self.controller is not None
+                return await self.controller.handle(outcome)
             elif isinstance(outcome, AwaitFlush):
                 await self._await_flush(outcome.offsets)
                 outcome = outcome.then()

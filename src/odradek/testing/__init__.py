@@ -6,4 +6,7 @@ below ``shell`` and no I/O module (asyncio, socket, signal).
 
 * :mod:`odradek.testing.sim_disk`: ``SimDisk``, a filesystem that loses unsynced data
   on a crash and injects I/O errors and bit flips.
+* :mod:`odradek.testing.raft_sim`: the KRaft quorum simulator (production ``RaftNode``
+  cores, :mod:`~odradek.testing.sim_network` links and partitions,
+  :mod:`~odradek.testing.sim_raft_log` logs that a crash cuts back to what was flushed).
 """

@@ -1,0 +1,142 @@
+"""A broker's life with the controller: register, heartbeat, get unfenced (KIP-631).
+
+The broker registers with the active controller (BrokerRegistration: its id, a new
+incarnation id per process start, its listeners and log dirs) and gets a broker epoch.
+It then heartbeats with the metadata offset it has applied; the controller unfences it
+once it has caught up to its own registration, and fences it again when heartbeats stop
+for ``broker.session.timeout.ms``. While fenced the broker heartbeats often, so that it
+joins quickly; afterwards every ``broker.heartbeat.interval.ms``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Callable
+
+from odradek.protocol.error_codes import ErrorCode
+from odradek.protocol.messages import BrokerHeartbeatRequest, BrokerRegistrationRequest
+from odradek.protocol.messages.broker_registration_request import Listener
+from odradek.shell.peer_client import PeerConnection, PeerUnavailable
+from odradek.shell.quorum import QuorumDriver
+
+log = logging.getLogger("odradek.broker")
+
+FENCED_HEARTBEAT_MS = 100
+REGISTRATION_VERSION = 4
+HEARTBEAT_VERSION = 1
+
+
+class BrokerLifecycle:
+    def __init__(
+        self,
+        *,
+        broker_id: int,
+        cluster_id: str,
+        listeners: list[tuple[str, str, int]],
+        rack: str | None,
+        log_dirs: list[uuid.UUID],
+        quorum: QuorumDriver,
+        metadata_offset: Callable[[], int],
+        heartbeat_interval_ms: int,
+        request_timeout_ms: int,
+    ) -> None:
+        self.broker_id = broker_id
+        self.cluster_id = cluster_id
+        self.listeners = listeners
+        self.rack = rack
+        self.log_dirs = log_dirs
+        self.quorum = quorum
+        self.metadata_offset = metadata_offset
+        self.heartbeat_interval_ms = heartbeat_interval_ms
+        self.request_timeout_ms = request_timeout_ms
+        self.incarnation_id = uuid.uuid4()
+        self.broker_epoch = -1
+        self.fenced = True
+        self.unfenced = asyncio.Event()
+        self._peers: dict[tuple[str, int], PeerConnection] = {}
+
+    async def run(self) -> None:
+        while True:
+            address = self._controller_address()
+            delay_ms = FENCED_HEARTBEAT_MS
+            if address is not None:
+                try:
+                    if self.broker_epoch < 0:
+                        await self._register(address)
+                    else:
+                        await self._heartbeat(address)
+                except (PeerUnavailable, TimeoutError) as e:
+                    log.debug("controller %s unreachable: %s", address, e)
+                if not self.fenced:
+                    delay_ms = self.heartbeat_interval_ms
+            await asyncio.sleep(delay_ms / 1000)
+
+    async def close(self) -> None:
+        for peer in self._peers.values():
+            await peer.close()
+
+    def _controller_address(self) -> tuple[str, int] | None:
+        node = self.quorum.node
+        if node is None or node.leader is None:
+            return None
+        return self.quorum.address_of(node.leader)
+
+    def _peer(self, address: tuple[str, int]) -> PeerConnection:
+        peer = self._peers.get(address)
+        if peer is None:
+            peer = PeerConnection(*address, client_id=f"broker-{self.broker_id}")
+            self._peers[address] = peer
+        return peer
+
+    async def _register(self, address: tuple[str, int]) -> None:
+        request = BrokerRegistrationRequest(
+            broker_id=self.broker_id,
+            cluster_id=self.cluster_id,
+            incarnation_id=self.incarnation_id,
+            listeners=[
+                Listener(name=name, host=host, port=port, security_protocol=0)
+                for name, host, port in self.listeners
+            ],
+            features=[],
+            rack=self.rack,
+            log_dirs=self.log_dirs,
+            previous_broker_epoch=-1,
+        )
+        response = await self._peer(address).request(
+            request, REGISTRATION_VERSION, self.request_timeout_ms / 1000
+        )
+        if response.error_code != ErrorCode.NONE:
+            log.warning(
+                "broker registration refused by %s: %s",
+                address,
+                ErrorCode(response.error_code).name,
+            )
+            return
+        self.broker_epoch = response.broker_epoch
+        log.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
+        await self._heartbeat(address)
+
+    async def _heartbeat(self, address: tuple[str, int]) -> None:
+        request = BrokerHeartbeatRequest(
+            broker_id=self.broker_id,
+            broker_epoch=self.broker_epoch,
+            current_metadata_offset=self.metadata_offset(),
+            want_fence=False,
+            want_shut_down=False,
+        )
+        response = await self._peer(address).request(
+            request, HEARTBEAT_VERSION, self.request_timeout_ms / 1000
+        )
+        if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
+            log.warning("broker epoch %d is stale; registering again", self.broker_epoch)
+            self.broker_epoch = -1
+            return
+        if response.error_code != ErrorCode.NONE:
+            return  # NOT_CONTROLLER and the like: ask the next leader
+        if response.is_fenced != self.fenced:
+            self.fenced = response.is_fenced
+            log.info("broker %d is %s", self.broker_id, "fenced" if self.fenced else "unfenced")
+        if not self.fenced:
+            self.unfenced.set()

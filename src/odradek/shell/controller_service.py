@@ -1,0 +1,245 @@
+"""The controller listener: the KRaft RPCs and the active controller's commands.
+
+Requests that arrive on a controller listener (``controller.listener.names``):
+
+* the quorum's own RPCs (Vote, BeginQuorumEpoch, EndQuorumEpoch, Fetch of the metadata
+  partition, FetchSnapshot) go to the :class:`~odradek.shell.quorum.QuorumDriver`;
+* DescribeQuorum, AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter are answered from
+  the Raft core (voter changes once committed);
+* BrokerRegistration, BrokerHeartbeat and AlterPartition are commands of the active
+  controller (:class:`~odradek.controller.controller.QuorumControllerState`): decided on
+  the image, their records appended as one batch, answered once committed.
+
+Commands run one at a time under :attr:`ControllerService.write_lock` and wait for
+their commit before the next one is decided, so every decision sees the committed result
+of the one before (the same guarantee Kafka's controller gets from applying its records
+before commit, without a speculative image to roll back on failover).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from odradek.broker.effects import ControllerCall, Outcome
+from odradek.controller.controller import QuorumControllerState
+from odradek.controller.image import MetadataImage
+from odradek.protocol.error_codes import ErrorCode
+from odradek.protocol.messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    BeginQuorumEpochRequest,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    DescribeQuorumRequest,
+    EndQuorumEpochRequest,
+    FetchRequest,
+    FetchSnapshotRequest,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
+    VoteRequest,
+)
+from odradek.protocol.metadata_record import encode_metadata_record
+from odradek.raft.core import RaftNode
+from odradek.raft.voters import ReplicaKey, Voter, VoterEndpoint
+from odradek.shell.quorum import NotController, QuorumDriver
+
+log = logging.getLogger("odradek.controller")
+
+#: The versions served on the controller listener.
+CONTROLLER_APIS: dict[int, tuple[int, int]] = {
+    VoteRequest.API_KEY: (0, 1),
+    BeginQuorumEpochRequest.API_KEY: (0, 1),
+    EndQuorumEpochRequest.API_KEY: (0, 1),
+    FetchRequest.API_KEY: (13, 17),
+    FetchSnapshotRequest.API_KEY: (0, 1),
+    DescribeQuorumRequest.API_KEY: (0, 2),
+    AddRaftVoterRequest.API_KEY: (0, 0),
+    RemoveRaftVoterRequest.API_KEY: (0, 0),
+    UpdateRaftVoterRequest.API_KEY: (0, 0),
+    BrokerRegistrationRequest.API_KEY: (0, 4),
+    BrokerHeartbeatRequest.API_KEY: (0, 1),
+    AlterPartitionRequest.API_KEY: (0, 3),
+}
+
+RAFT_APIS = frozenset(
+    {
+        VoteRequest.API_KEY,
+        BeginQuorumEpochRequest.API_KEY,
+        EndQuorumEpochRequest.API_KEY,
+        FetchRequest.API_KEY,
+        FetchSnapshotRequest.API_KEY,
+    }
+)
+
+
+def route(header: Any, body: Any) -> Outcome:
+    """The router's handler for every controller API: the service answers it."""
+    return ControllerCall(header, body)
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class ControllerService:
+    def __init__(
+        self,
+        quorum: QuorumDriver,
+        image: Callable[[], MetadataImage],
+        cluster_id: str,
+        session_timeout_ms: int,
+    ) -> None:
+        self.quorum = quorum
+        self.image = image
+        self.cluster_id = cluster_id
+        self.session_timeout_ms = session_timeout_ms
+        self.write_lock = asyncio.Lock()
+        self._state: QuorumControllerState | None = None
+        self._state_epoch: int | None = None
+
+    # ------------------------------------------------------------------ dispatch
+
+    async def handle(self, call: ControllerCall) -> Any:
+        header, body = call.header, call.body
+        api_key = header.request_api_key
+        if api_key in RAFT_APIS:
+            return await self.quorum.handle(body)
+        if isinstance(body, DescribeQuorumRequest):
+            response = self.quorum.describe()
+            if not self.quorum.is_leader:
+                # Only the leader knows every replica's progress: send the asker there.
+                response.topics[0].partitions[0].error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return response
+        if isinstance(body, AddRaftVoterRequest):
+            return await self._add_voter(body)
+        if isinstance(body, RemoveRaftVoterRequest):
+            return await self._remove_voter(body)
+        if isinstance(body, UpdateRaftVoterRequest):
+            return await self._update_voter(body)
+        if isinstance(body, BrokerRegistrationRequest):
+            return await self._command(
+                lambda s, nxt: s.register_broker(body, nxt, now_ms()),
+                lambda error: BrokerRegistrationResponse(error_code=error, broker_epoch=-1),
+            )
+        if isinstance(body, BrokerHeartbeatRequest):
+            return await self._command(
+                lambda s, nxt: s.broker_heartbeat(body, nxt, now_ms()),
+                lambda error: BrokerHeartbeatResponse(error_code=error, is_fenced=True),
+            )
+        if isinstance(body, AlterPartitionRequest):
+            version = header.request_api_version
+            return await self._command(
+                lambda s, nxt: s.alter_partition(body, version),
+                lambda error: AlterPartitionResponse(error_code=error),
+            )
+        raise AssertionError(f"no controller handler for API {api_key}")
+
+    # ------------------------------------------------------------------ commands
+
+    def _controller_state(self) -> QuorumControllerState | None:
+        """The command state while this node is the active controller (new each epoch:
+        broker sessions are not in the log and start afresh after a failover)."""
+        if not self.quorum.writable:
+            return None
+        epoch = self.quorum.raft.epoch
+        if self._state is None or self._state_epoch != epoch:
+            self._state = QuorumControllerState(
+                self.image(),
+                cluster_id=self.cluster_id,
+                activated_ms=now_ms(),
+                session_timeout_ms=self.session_timeout_ms,
+            )
+            self._state_epoch = epoch
+        self._state.image = self.image()
+        return self._state
+
+    async def _command(
+        self,
+        decide: Callable[[QuorumControllerState, int], Any],
+        not_controller: Callable[[int], Any],
+    ) -> Any:
+        async with self.write_lock:
+            state = self._controller_state()
+            if state is None:
+                return not_controller(ErrorCode.NOT_CONTROLLER)
+            result = decide(state, self.quorum.raft.log.end_offset())
+            if result.records:
+                try:
+                    await self.commit(result.records)
+                except NotController:
+                    return not_controller(ErrorCode.NOT_CONTROLLER)
+            return result.response
+
+    async def commit(self, records: list[Any]) -> None:
+        """Append ``records`` as one batch and wait until committed (and applied).
+
+        The caller holds :attr:`write_lock`."""
+        await self.quorum.propose([encode_metadata_record(r) for r in records])
+
+    async def expire_sessions(self) -> None:
+        """Fence the brokers whose session timed out (run on a timer)."""
+        async with self.write_lock:
+            state = self._controller_state()
+            if state is None:
+                return
+            records = state.fence_stale_brokers(now_ms())
+            if records:
+                log.warning("fencing brokers without a heartbeat: %d records", len(records))
+                try:
+                    await self.commit(records)
+                except NotController:
+                    return
+
+    # ------------------------------------------------------------------ voters
+
+    async def _add_voter(self, body: AddRaftVoterRequest) -> AddRaftVoterResponse:
+        if body.cluster_id and body.cluster_id != self.cluster_id:
+            return AddRaftVoterResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
+        voter = Voter(
+            body.voter_id,
+            body.voter_directory_id,
+            tuple(VoterEndpoint(e.name, e.host, e.port) for e in body.listeners),
+        )
+        error, message = await self.quorum.change_voters(
+            lambda node, now: node.add_voter(voter, now), max(body.timeout_ms, 1)
+        )
+        return AddRaftVoterResponse(error_code=error, error_message=message or None)
+
+    async def _remove_voter(self, body: RemoveRaftVoterRequest) -> RemoveRaftVoterResponse:
+        if body.cluster_id and body.cluster_id != self.cluster_id:
+            return RemoveRaftVoterResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
+        key = ReplicaKey(body.voter_id, body.voter_directory_id)
+
+        def change(node: RaftNode, now: int) -> Any:
+            return node.remove_voter(key, now)
+
+        error, message = await self.quorum.change_voters(change, 30_000)
+        return RemoveRaftVoterResponse(error_code=error, error_message=message or None)
+
+    async def _update_voter(self, body: UpdateRaftVoterRequest) -> UpdateRaftVoterResponse:
+        if body.cluster_id and body.cluster_id != self.cluster_id:
+            return UpdateRaftVoterResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
+        voter = Voter(
+            body.voter_id,
+            body.voter_directory_id,
+            tuple(VoterEndpoint(e.name, e.host, e.port) for e in body.listeners),
+        )
+        error, _ = await self.quorum.change_voters(
+            lambda node, now: node.update_voter(voter, now), 30_000
+        )
+        return UpdateRaftVoterResponse(error_code=error)
+
+
+def new_incarnation() -> uuid.UUID:
+    return uuid.uuid4()

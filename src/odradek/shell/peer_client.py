@@ -1,0 +1,124 @@
+"""A Kafka protocol client connection for node-to-node requests (Raft, broker lifecycle).
+
+One TCP connection, pipelined: requests carry increasing correlation ids and a reader
+task hands each response to the request that waits for it. A broken connection fails
+every waiting request with :class:`PeerUnavailable` and is reopened by the next request,
+so callers only retry; nothing here sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import struct
+from typing import Any
+
+from odradek.protocol.api import Body, decode_response, encode_request
+from odradek.protocol.framing import size_prefix
+from odradek.protocol.messages.request_header import RequestHeader
+
+log = logging.getLogger("odradek.peer")
+
+_SIZE = struct.Struct(">i")
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+
+
+class PeerUnavailable(ConnectionError):
+    """The peer could not be reached, or the connection broke before it answered."""
+
+
+class PeerConnection:
+    def __init__(self, host: str, port: int, client_id: str, connect_timeout_s: float = 1.0):
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.connect_timeout_s = connect_timeout_s
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._waiting: dict[int, tuple[int, int, asyncio.Future[Any]]] = {}
+        self._next_correlation = 1
+        self._connecting: asyncio.Lock = asyncio.Lock()
+
+    async def request(self, body: Body, api_version: int, timeout_s: float) -> Any:
+        """Send ``body`` and return the response body; PeerUnavailable or TimeoutError."""
+        writer = await self._connected()
+        correlation = self._next_correlation
+        self._next_correlation += 1
+        api_key: int = getattr(type(body), "API_KEY")  # noqa: B009 - Body has no API_KEY
+        header = RequestHeader(
+            request_api_key=api_key,
+            request_api_version=api_version,
+            correlation_id=correlation,
+            client_id=self.client_id,
+        )
+        payload = encode_request(header, body)
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiting[correlation] = (api_key, api_version, future)
+        try:
+            writer.write(size_prefix(len(payload)) + payload)
+            await writer.drain()
+            async with asyncio.timeout(timeout_s):
+                return await future
+        except (ConnectionError, OSError) as e:
+            self._broken(e)
+            raise PeerUnavailable(f"{self.host}:{self.port}: {e}") from None
+        finally:
+            self._waiting.pop(correlation, None)
+
+    async def _connected(self) -> asyncio.StreamWriter:
+        async with self._connecting:
+            if self._writer is not None and not self._writer.is_closing():
+                return self._writer
+            try:
+                async with asyncio.timeout(self.connect_timeout_s):
+                    reader, writer = await asyncio.open_connection(self.host, self.port)
+            except (OSError, TimeoutError) as e:
+                raise PeerUnavailable(f"{self.host}:{self.port}: {e}") from None
+            self._writer = writer
+            self._reader_task = asyncio.create_task(self._read(reader, writer))
+            return writer
+
+    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                (size,) = _SIZE.unpack(await reader.readexactly(4))
+                if not 0 <= size <= MAX_RESPONSE_BYTES:
+                    raise ConnectionError(f"response of {size} bytes")
+                payload = await reader.readexactly(size)
+                (correlation,) = _SIZE.unpack_from(payload, 0)
+                waiting = self._waiting.get(correlation)
+                if waiting is None:
+                    continue  # its caller timed out and left
+                api_key, api_version, future = waiting
+                try:
+                    _, body = decode_response(payload, api_key, api_version)
+                except Exception as e:  # a response we cannot read fails that request
+                    if not future.done():
+                        future.set_exception(PeerUnavailable(f"bad response: {e}"))
+                    continue
+                if not future.done():
+                    future.set_result(body)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError) as e:
+            self._broken(e)
+        finally:
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    def _broken(self, error: BaseException) -> None:
+        if self._writer is not None:
+            self._writer.close()
+        self._writer = None
+        for _, _, future in self._waiting.values():
+            if not future.done():
+                future.set_exception(PeerUnavailable(f"{self.host}:{self.port}: {error}"))
+
+    async def close(self) -> None:
+        task = self._reader_task
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

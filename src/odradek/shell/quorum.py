@@ -1,0 +1,503 @@
+"""The asyncio driver of the Raft core: timers, sockets, the quorum-state file.
+
+:class:`QuorumDriver` owns one :class:`~odradek.raft.core.RaftNode` and does for it what
+the simulator does in tests: tick it, deliver messages to it, and carry out each
+:class:`~odradek.raft.core.Ready` in the order the core demands (persist the quorum
+state, then send, then apply). Requests to other nodes go out on
+:class:`~odradek.shell.peer_client.PeerConnection`; requests from them arrive through
+:meth:`QuorumDriver.handle`, called by the node's controller listener.
+
+It also keeps the metadata log moving and watched: the leader appends a NoOpRecord
+when nothing else was written for ``metadata.max.idle.interval.ms``, and any node that
+sees its high watermark stand still for ``metadata.quorum.stall.alarm.ms`` while it
+should move raises the alarm "metadata quorum stalled" until it moves again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.protocol.error_codes import ErrorCode
+from odradek.protocol.messages import describe_quorum_response as dq
+from odradek.protocol.metadata import NoOpRecord
+from odradek.protocol.metadata_record import encode_metadata_record
+from odradek.raft import wire
+from odradek.raft.core import QuorumState, RaftNode, Ready, State
+from odradek.raft.log import Entry, RaftLog, SnapshotId
+from odradek.raft.messages import (
+    FetchRequest,
+    FetchResponse,
+    FetchSnapshotRequest,
+    FetchSnapshotResponse,
+    Message,
+    VoteRequest,
+    VoteResponse,
+    bootstrap_index,
+)
+from odradek.raft.quorum_file import QuorumStateFile, StoredQuorumState
+from odradek.raft.voters import ReplicaKey, Voter, VoterEndpoint, VoterSet
+from odradek.shell.peer_client import PeerConnection, PeerUnavailable
+
+log = logging.getLogger("odradek.quorum")
+
+TICK_MS = 20
+VERSIONS: dict[type[Any], int] = {
+    VoteRequest: wire.VOTE_VERSION,
+    FetchRequest: wire.FETCH_VERSION,
+    FetchSnapshotRequest: wire.FETCH_SNAPSHOT_VERSION,
+}
+
+
+class NotController(Exception):
+    """This node is not (or no longer) the quorum leader; the write may or may not commit."""
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumConfig:
+    node_id: int
+    cluster_id: str
+    directory_id: uuid.UUID
+    static_voters: dict[int, tuple[str, int]] | None  # controller.quorum.voters
+    bootstrap_servers: list[tuple[str, int]]  # controller.quorum.bootstrap.servers
+    controller_listener: str  # the listener name voters publish (CONTROLLER)
+    own_endpoints: tuple[VoterEndpoint, ...]
+    election_timeout_ms: int = 1000
+    fetch_timeout_ms: int = 2000
+    request_timeout_ms: int = 2000
+    retry_backoff_ms: int = 20
+    max_idle_interval_ms: int = 500
+    stall_alarm_ms: int = 10_000
+
+
+def monotonic_ms() -> int:
+    return int(time.monotonic() * 1000)
+
+
+class QuorumDriver:
+    def __init__(
+        self,
+        config: QuorumConfig,
+        raft_log: RaftLog,
+        state_file: QuorumStateFile,
+        on_commit: Callable[[list[Entry]], None],
+        on_snapshot: Callable[[SnapshotId], None],
+    ) -> None:
+        self.config = config
+        self.log = raft_log
+        self.state_file = state_file
+        self.on_commit = on_commit
+        self.on_snapshot = on_snapshot
+        self.node: RaftNode | None = None
+        self._peers: dict[tuple[str, int], PeerConnection] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._ticker: asyncio.Task[None] | None = None
+        self._inbound: dict[tuple[int, int], asyncio.Future[Message]] = {}
+        self._vote_inbound: dict[int, asyncio.Future[Message]] = {}
+        self._inbound_seq = 0
+        self._commit_waiters: dict[int, asyncio.Future[None]] = {}
+        self._change_waiters: dict[int, asyncio.Future[int]] = {}
+        self._leader_epoch: int | None = None  # the epoch we lead, if we do
+        self._writable_from = 0  # the log end when we became leader
+        self._known_leader: tuple[int, int | None] = (-1, None)
+        self._last_write_ms = 0
+        self._hw_moved_ms = 0
+        self._hw_seen = -1
+        self.stalled_since_ms: int | None = None
+        self.leader_changed = asyncio.Event()
+        # Endpoints learned from responses (KIP-853 NodeEndpoints): how an observer that
+        # knows no voter set yet reaches the leader a bootstrap server named.
+        self._learned: dict[int, tuple[str, int]] = {}
+        # Where this node's own controller listener is bound (its voter entry may name
+        # an older port, as after `odradek dev --port 0` restarts).
+        self.local_address: tuple[str, int] | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        cfg = self.config
+        stored = self.state_file.read()
+        restored = None
+        if stored is not None:
+            voted = None
+            if stored.voted_id is not None:
+                voted = ReplicaKey(stored.voted_id, stored.voted_directory_id or uuid.UUID(int=0))
+            restored = QuorumState(stored.epoch, voted, stored.leader_id)
+        static = VoterSet.static(cfg.static_voters) if cfg.static_voters else None
+        now = monotonic_ms()
+        self.node = RaftNode(
+            cfg.node_id,
+            self.log,
+            random.Random(),
+            now,
+            directory_id=cfg.directory_id,
+            static_voters=static,
+            bootstrap_servers=len(cfg.bootstrap_servers),
+            election_timeout_ms=cfg.election_timeout_ms,
+            fetch_timeout_ms=cfg.fetch_timeout_ms,
+            quorum_state=restored,
+            fetch_backoff_ms=cfg.retry_backoff_ms,
+            request_timeout_ms=cfg.request_timeout_ms,
+        )
+        self._hw_moved_ms = now
+        self._process(self.node.ready(now))
+        self._ticker = asyncio.create_task(self._tick_forever())
+        log.info(
+            "metadata quorum: node %d (%s) starts in epoch %d, log %d..%d",
+            cfg.node_id,
+            "voter" if self.node.is_voter else "observer",
+            self.node.epoch,
+            self.log.start_offset(),
+            self.log.end_offset(),
+        )
+
+    async def stop(self) -> None:
+        node = self.node
+        if node is not None and node.state is State.LEADER:
+            # Hand over now rather than make the voters wait out their fetch timeout.
+            node.resign(monotonic_ms())
+            self._process(node.ready(monotonic_ms()))
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(0.5):
+                    await asyncio.gather(*self._tasks, return_exceptions=True)
+        tasks = [t for t in [self._ticker, *self._tasks] if t is not None]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for peer in self._peers.values():
+            await peer.close()
+        self._fail_waiters()
+
+    @property
+    def raft(self) -> RaftNode:
+        assert self.node is not None, "the quorum driver is not started"
+        return self.node
+
+    @property
+    def is_leader(self) -> bool:
+        return self.node is not None and self.node.state is State.LEADER
+
+    @property
+    def writable(self) -> bool:
+        """Leader, and everything before its epoch is committed and applied: the image
+        is the whole committed state, so commands can be decided on it."""
+        return self.is_leader and self.raft.high_watermark >= self._writable_from
+
+    # ------------------------------------------------------------------ writes
+
+    async def propose(self, records: list[bytes]) -> int:
+        """Append one batch on the leader and wait until it commits; its base offset.
+
+        NotController when this node does not lead, or stops leading before the batch
+        commits (it may still commit under the next leader, as with Kafka's controller).
+        """
+        node = self.raft
+        now = monotonic_ms()
+        offset = node.propose(records, now)
+        if offset is None:
+            raise NotController(f"node {node.node_id} is not the metadata quorum leader")
+        self._last_write_ms = now
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._commit_waiters[offset] = future
+        self._process(node.ready(now))
+        await future
+        return offset
+
+    async def wait_caught_up(self, target: int) -> None:
+        """Wait until the high watermark reaches ``target`` (the log end at start)."""
+        while self.raft.high_watermark < target or self.raft.leader is None:
+            await asyncio.sleep(TICK_MS / 1000)
+
+    async def change_voters(
+        self, change: Callable[[RaftNode, int], Any], timeout_ms: int
+    ) -> tuple[int, str]:
+        """Run a voter change on the leader and wait for its commit: (error, message)."""
+        node = self.raft
+        now = monotonic_ms()
+        outcome = change(node, now)
+        if outcome.error != ErrorCode.NONE or outcome.offset is None:
+            return outcome.error, outcome.message
+        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._change_waiters[outcome.offset] = future
+        self._process(node.ready(now))
+        try:
+            async with asyncio.timeout(timeout_ms / 1000):
+                error = await future
+        except TimeoutError:
+            return ErrorCode.REQUEST_TIMED_OUT, "the voter change did not commit in time"
+        return error, ""
+
+    # ------------------------------------------------------------------ the Ready loop
+
+    async def _tick_forever(self) -> None:
+        while True:
+            await asyncio.sleep(TICK_MS / 1000)
+            now = monotonic_ms()
+            node = self.raft
+            if (
+                node.state is State.LEADER
+                and now - self._last_write_ms >= self.config.max_idle_interval_ms
+            ):
+                # Keep the high watermark moving, so that a stall is visible (KIP-835).
+                self._last_write_ms = now
+                node.propose([encode_metadata_record(NoOpRecord())], now)
+            self._process(node.tick(now))
+            self._watch_progress(now)
+
+    def _process(self, ready: Ready) -> None:
+        node = self.raft
+        if ready.persist is not None:
+            p = ready.persist
+            self.state_file.write(
+                StoredQuorumState(
+                    p.epoch,
+                    p.leader,
+                    None if p.voted_for is None else p.voted_for.node_id,
+                    None if p.voted_for is None else p.voted_for.directory_id,
+                )
+            )
+        for destination, message in ready.messages:
+            if isinstance(message, VoteResponse | FetchResponse | FetchSnapshotResponse):
+                self._answer(destination, message)
+            else:
+                self._spawn(self._request(destination, message))
+        if ready.snapshot is not None:
+            self.on_snapshot(ready.snapshot)
+        if ready.committed:
+            self.on_commit(ready.committed)
+        for offset in [o for o in self._commit_waiters if o < node.high_watermark]:
+            future = self._commit_waiters.pop(offset)
+            if not future.done():
+                future.set_result(None)
+        for offset, error in ready.voter_changes:
+            waiter = self._change_waiters.pop(offset, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(error)
+        leading = node.epoch if node.state is State.LEADER else None
+        if leading != self._leader_epoch:
+            if self._leader_epoch is not None:
+                self._fail_waiters()
+            self._leader_epoch = leading
+            if leading is not None:
+                self._writable_from = node.log.end_offset()
+                log.info("node %d leads the metadata quorum in epoch %d", node.node_id, leading)
+        if (node.epoch, node.leader) != self._known_leader:
+            self._known_leader = (node.epoch, node.leader)
+            self.leader_changed.set()
+            self.leader_changed = asyncio.Event()
+
+    def _fail_waiters(self) -> None:
+        for future in self._commit_waiters.values():
+            if not future.done():
+                future.set_exception(NotController("lost the metadata quorum leadership"))
+        self._commit_waiters.clear()
+
+    def _watch_progress(self, now: int) -> None:
+        node = self.raft
+        if node.high_watermark != self._hw_seen:
+            self._hw_seen = node.high_watermark
+            self._hw_moved_ms = now
+            if self.stalled_since_ms is not None:
+                log.warning(
+                    "metadata quorum progressing again: high watermark %d after %d ms",
+                    node.high_watermark,
+                    now - self.stalled_since_ms,
+                )
+                self.stalled_since_ms = None
+            return
+        if self.stalled_since_ms is None and now - self._hw_moved_ms >= self.config.stall_alarm_ms:
+            self.stalled_since_ms = self._hw_moved_ms
+            log.error(
+                "metadata quorum stalled: high watermark %d unchanged for %d ms "
+                "(node %d is %s in epoch %d, leader %s)",
+                node.high_watermark,
+                now - self._hw_moved_ms,
+                node.node_id,
+                node.state.value,
+                node.epoch,
+                node.leader,
+            )
+
+    def stall_message(self) -> str | None:
+        if self.stalled_since_ms is None:
+            return None
+        for_ms = monotonic_ms() - self.stalled_since_ms
+        return (
+            f"metadata quorum stalled: high watermark {self.raft.high_watermark} unchanged "
+            f"for {for_ms} ms"
+        )
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ outbound
+
+    def address_of(self, node_id: int) -> tuple[str, int] | None:
+        """Where to reach voter ``node_id`` on its controller listener, if known."""
+        return self._address(node_id) if node_id >= 0 else None
+
+    def _address(self, destination: int) -> tuple[str, int] | None:
+        index = bootstrap_index(destination)
+        if index is not None:
+            servers = self.config.bootstrap_servers
+            return servers[index] if index < len(servers) else None
+        if destination == self.config.node_id and self.local_address is not None:
+            return self.local_address
+        static = self.config.static_voters
+        if static and destination in static:
+            return static[destination]
+        voter = self.raft.voters.get(destination)
+        if voter is None:
+            return self._learned.get(destination)
+        for endpoint in voter.endpoints:
+            if endpoint.name == self.config.controller_listener:
+                return (endpoint.host, endpoint.port)
+        return (voter.endpoints[0].host, voter.endpoints[0].port) if voter.endpoints else None
+
+    def _peer(self, address: tuple[str, int]) -> PeerConnection:
+        peer = self._peers.get(address)
+        if peer is None:
+            peer = PeerConnection(*address, client_id=f"raft-{self.config.node_id}")
+            self._peers[address] = peer
+        return peer
+
+    async def _request(self, destination: int, message: Message) -> None:
+        address = self._address(destination)
+        if address is None:
+            return  # an unknown voter: the core retries elsewhere on its timers
+        body = wire.request_to_wire(message, self.config.cluster_id)
+        version = VERSIONS.get(type(message), wire.BEGIN_QUORUM_EPOCH_VERSION)
+        wait_ms = getattr(message, "max_wait_ms", 0)
+        try:
+            response = await self._peer(address).request(
+                body, version, (wait_ms + self.config.request_timeout_ms) / 1000
+            )
+        except (PeerUnavailable, TimeoutError) as e:
+            log.debug("%s to %s failed: %s", type(message).__name__, address, e)
+            return
+        for endpoint in getattr(response, "node_endpoints", None) or ():
+            self._learned[endpoint.node_id] = (endpoint.host, endpoint.port)
+        answer = wire.response_from_wire(message, response)
+        if answer is not None and self.node is not None:
+            self._process(self.node.step(answer, destination, monotonic_ms()))
+
+    # ------------------------------------------------------------------ inbound
+
+    def _answer(
+        self, destination: int, message: VoteResponse | FetchResponse | FetchSnapshotResponse
+    ) -> None:
+        if isinstance(message, VoteResponse):
+            future = self._vote_inbound.pop(destination, None)
+        else:
+            future = self._inbound.pop((destination, message.request_id), None)
+        if future is not None and not future.done():
+            future.set_result(message)
+
+    async def handle(self, body: wire.WireRequest) -> wire.WireResponse:
+        """Answer a KRaft request from another node (Vote, BeginQuorumEpoch,
+        EndQuorumEpoch, Fetch of the metadata partition, FetchSnapshot)."""
+        node = self.raft
+        self._inbound_seq += 1
+        request_id = self._inbound_seq
+        decoded = wire.request_from_wire(body, self.config.cluster_id, request_id)
+        if isinstance(decoded, wire.Rejected):
+            return wire.rejection(body, decoded)
+        message, sender = decoded
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Message] | None = None
+        if isinstance(message, VoteRequest):
+            future = loop.create_future()
+            self._vote_inbound[sender] = future
+        elif isinstance(message, FetchRequest | FetchSnapshotRequest):
+            future = loop.create_future()
+            self._inbound[(sender, request_id)] = future
+        self._process(node.step(message, sender, monotonic_ms()))
+        if future is None:
+            return wire.acknowledgement(body, node.epoch, node.leader)
+        wait_ms = getattr(message, "max_wait_ms", 0) + self.config.request_timeout_ms
+        try:
+            async with asyncio.timeout(wait_ms / 1000):
+                answer = await future
+        except TimeoutError:
+            # The core dropped the request (it lost the leadership meanwhile).
+            self._inbound.pop((sender, request_id), None)
+            return wire.rejection(
+                body, wire.Rejected(ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership changed")
+            )
+        response = wire.response_to_wire(answer, int(time.time() * 1000))
+        self._add_leader_endpoint(response)
+        return response
+
+    def _add_leader_endpoint(self, response: wire.WireResponse) -> None:
+        """Name the leader's address in the response (NodeEndpoints), for fetchers that
+        do not know the voter set yet."""
+        leader = self.raft.leader
+        if leader is None:
+            return
+        address = self._own_advertised() if leader == self.config.node_id else None
+        address = address or self._address(leader)
+        if address is None:
+            return
+        wire.add_leader_endpoint(response, leader, *address)
+
+    def _own_advertised(self) -> tuple[str, int] | None:
+        for endpoint in self.config.own_endpoints:
+            if endpoint.name == self.config.controller_listener:
+                return (endpoint.host, endpoint.port)
+        return self.local_address
+
+    # ------------------------------------------------------------------ DescribeQuorum
+
+    def describe(self) -> dq.DescribeQuorumResponse:
+        node = self.raft
+        mono = monotonic_ms()
+        wall = int(time.time() * 1000)
+        description = node.describe(mono)
+
+        def stamp(value: int | None) -> int:
+            return -1 if value is None else wall - (mono - value)
+
+        def state(row: Any) -> dq.ReplicaState:
+            return dq.ReplicaState(
+                replica_id=row.node_id,
+                replica_directory_id=uuid.UUID(row.directory_id),
+                log_end_offset=row.log_end_offset,
+                last_fetch_timestamp=stamp(row.last_fetch_ms),
+                last_caught_up_timestamp=stamp(row.last_caught_up_ms),
+            )
+
+        partition = dq.PartitionData(
+            partition_index=wire.METADATA_PARTITION,
+            error_code=ErrorCode.NONE,
+            error_message=self.stall_message(),
+            leader_id=-1 if description.leader is None else description.leader,
+            leader_epoch=description.epoch,
+            high_watermark=description.high_watermark,
+            current_voters=[state(r) for r in description.voters],
+            observers=[state(r) for r in description.observers],
+        )
+        nodes = [
+            dq.Node(
+                node_id=v.node_id,
+                listeners=[dq.Listener(name=e.name, host=e.host, port=e.port) for e in v.endpoints],
+            )
+            for v in node.voters
+        ]
+        return dq.DescribeQuorumResponse(
+            topics=[dq.TopicData(topic_name=wire.METADATA_TOPIC, partitions=[partition])],
+            nodes=nodes,
+        )
+
+    def own_voter(self) -> Voter:
+        return Voter(self.config.node_id, self.config.directory_id, self.config.own_endpoints)
