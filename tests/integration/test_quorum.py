@@ -50,10 +50,18 @@ def odradek(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 class Controller:
     def __init__(self, root: Path, node_id: int, port: int, bootstrap: str) -> None:
         self.node_id = node_id
-        self.port = port
         self.dir = root / f"controller-{node_id}"
         self.dir.mkdir(parents=True)
         self.config = self.dir / "server.properties"
+        self.bootstrap = bootstrap
+        self.configure(port)
+        self.directory_id = uuid.uuid4()
+        self.process: subprocess.Popen[str] | None = None
+
+    def configure(self, port: int) -> None:
+        self.port = port
+        bootstrap = self.bootstrap
+        node_id = self.node_id
         self.config.write_text(
             "process.roles=controller\n"
             f"node.id={node_id}\n"
@@ -64,9 +72,9 @@ class Controller:
             "controller.quorum.election.timeout.ms=500\n"
             "controller.quorum.fetch.timeout.ms=1000\n"
             "metadata.quorum.stall.alarm.ms=2000\n"
+            # Snapshot often, so that a joining controller must fetch one.
+            "metadata.log.max.record.bytes.between.snapshots=10\n"
         )
-        self.directory_id = uuid.uuid4()
-        self.process: subprocess.Popen[str] | None = None
 
     @property
     def address(self) -> str:
@@ -174,8 +182,18 @@ def test_three_controllers_elect_fail_over_and_change_voters(
     wait_for(
         "commits under the new leader", lambda: high_watermark(describe(survivor.address)) > hw
     )
-    # The old leader comes back and follows.
-    by_id[first_leader].start()
+    # The old leader comes back on another port and follows; it tells the leader its
+    # new endpoint (UpdateRaftVoter) and the voter set changes to it.
+    returning = by_id[first_leader]
+    returning.configure(free_port())
+    returning.start()
+
+    def endpoint_updated() -> bool:
+        got = describe(survivor.address)
+        endpoints = got["voter_endpoints"].get(str(returning.node_id), []) if got else []
+        return f"CONTROLLER://127.0.0.1:{returning.port}" in endpoints
+
+    wait_for("the moved voter's new endpoint", endpoint_updated)
 
     # A fourth controller joins as an observer, then becomes a voter online.
     odradek(
@@ -192,6 +210,9 @@ def test_three_controllers_elect_fail_over_and_change_voters(
         )
 
     wait_for("the new controller to catch up as an observer", observes)
+    # It joined after the log start moved past 0: it got there through a snapshot.
+    snapshots = spare.dir.glob("data/__cluster_metadata-0/*.checkpoint")
+    assert any(not p.name.startswith("00000000000000000000-") for p in snapshots)
     odradek("quorum", "add-controller", "--bootstrap-controller", survivor.address,
             "--config", str(spare.config))  # fmt: skip
     info = describe(survivor.address)

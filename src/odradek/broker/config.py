@@ -971,6 +971,14 @@ class ServerConfig:
         return self._int("metadata.max.idle.interval.ms")
 
     @property
+    def metadata_log_max_record_bytes_between_snapshots(self) -> int:
+        return self._int("metadata.log.max.record.bytes.between.snapshots")
+
+    @property
+    def metadata_log_max_snapshot_interval_ms(self) -> int:
+        return self._int("metadata.log.max.snapshot.interval.ms")
+
+    @property
     def metadata_quorum_stall_alarm_ms(self) -> int:
         return self._int("metadata.quorum.stall.alarm.ms")
 

@@ -164,7 +164,7 @@ class DiskRaftLog:
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         if epoch == UNDEFINED:
             return (UNDEFINED, UNDEFINED)
-        if not self.partition.epochs.entries():
+        if not self._has_entries():
             snapshot = self.latest_snapshot()
             if snapshot is not None and snapshot.epoch <= epoch:
                 return (snapshot.epoch, snapshot.end_offset)
@@ -273,13 +273,17 @@ class DiskRaftLog:
         if snapshot is None or snapshot.end_offset <= self.start_offset():
             return
         end = snapshot.end_offset
-        if end >= self.end_offset():
+        if end > self.end_offset():
             self.reset_to_snapshot(snapshot)
             return
-        entry = self.entry_at(end)
-        invariant(
-            entry is not None and entry.offset == end, f"snapshot {snapshot} ends inside a batch"
-        )
+        if end < self.end_offset():
+            entry = self.entry_at(end)
+            invariant(
+                entry is not None and entry.offset == end,
+                f"snapshot {snapshot} ends inside a batch",
+            )
+        # Committed entries the snapshot holds are deleted, not quarantined: nothing is
+        # lost (a snapshot ending exactly at the log end leaves an empty log there).
         self.partition.delete_records_before(end)
         # Whole segments below the new start go now; the rest of the first segment stays
         # on disk below the log start, unread, until its segment can go too.

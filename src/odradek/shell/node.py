@@ -59,7 +59,7 @@ from odradek.broker.router import Close, Dispatch, Respond, Router
 from odradek.broker.state import BrokerSettings, BrokerState
 from odradek.broker.topic_config import effective_log_config, effective_topic_value
 from odradek.controller.image import MetadataImage
-from odradek.controller.image_records import decode_image_records
+from odradek.controller.image_records import decode_image_records, encode_image_records
 from odradek.coordinator import API_VERSIONS as GROUP_API_VERSIONS
 from odradek.coordinator import GroupConfig, GroupCoordinator, Output, Write
 from odradek.core.errors import ConfigError, CorruptLogError, LogOfflineError, RemoteProtocolError
@@ -169,6 +169,9 @@ class Node:
         # Counts image changes other than no-ops: a decision made on an older generation
         # is made again before its records are committed.
         self._image_generation = 0
+        # Metadata bytes committed since the last snapshot, and when it was taken.
+        self._snapshot_bytes = 0
+        self._snapshot_taken_ms = now_ms()
         self._flush_waiters: FlushWaiters[tuple[tuple[str, int], asyncio.Future[None]]] = (
             FlushWaiters()
         )
@@ -304,7 +307,10 @@ class Node:
             self._apply_snapshot,
         )
         self.quorum.start()
-        self._tasks.append(asyncio.create_task(self._quorum_watch()))
+        self._tasks += [
+            asyncio.create_task(self._quorum_watch()),
+            asyncio.create_task(self._snapshotter()),
+        ]
         if cfg.is_controller:
             self.controller = ControllerService(
                 self.quorum,
@@ -448,6 +454,7 @@ class Node:
             if entry.control is not None:
                 continue  # leader changes and voter sets are the quorum's, not the image's
             for i, value in enumerate(entry.records):
+                self._snapshot_bytes += len(value)
                 body, _ = decode_metadata_record(value)
                 self.state.image.replay(body, entry.offset + i)
                 changed = changed or not isinstance(body, NoOpRecord)
@@ -501,6 +508,39 @@ class Node:
             if node.leader != leader:
                 leader = node.leader
                 log.info("metadata quorum leader is now %s (epoch %d)", leader, node.epoch)
+
+    async def _snapshotter(self) -> None:
+        """Write a metadata snapshot after enough committed bytes
+        (``metadata.log.max.record.bytes.between.snapshots``) or time
+        (``metadata.log.max.snapshot.interval.ms``); the log before it is dropped, and a
+        replica that needs it fetches the snapshot instead."""
+        server = self.config.server
+        while True:
+            await asyncio.sleep(1)
+            interval = server.metadata_log_max_snapshot_interval_ms
+            due = self._snapshot_bytes >= server.metadata_log_max_record_bytes_between_snapshots
+            due = due or (
+                interval > 0
+                and self._snapshot_bytes > 0
+                and now_ms() - self._snapshot_taken_ms >= interval
+            )
+            if due:
+                self._take_snapshot()
+
+    def _take_snapshot(self) -> None:
+        assert self.quorum is not None and self.raft_log is not None
+        node = self.quorum.raft
+        end = node.high_watermark
+        latest = self.raft_log.latest_snapshot()
+        if end <= self.raft_log.start_offset() or (latest and latest.end_offset >= end):
+            return
+        # The image holds exactly the records below the high watermark: commits are
+        # applied as the high watermark moves, in the same step.
+        records = encode_image_records(self.state.image)
+        snapshot = node.create_snapshot(end, records, now_ms())
+        self._snapshot_bytes = 0
+        self._snapshot_taken_ms = now_ms()
+        log.info("metadata snapshot %s written (%d records)", snapshot, len(records))
 
     async def _controller_ticker(self) -> None:
         """On the active controller: fence brokers whose session expired."""

@@ -26,7 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.protocol.error_codes import ErrorCode
+from odradek.protocol.messages import UpdateRaftVoterRequest
 from odradek.protocol.messages import describe_quorum_response as dq
+from odradek.protocol.messages.update_raft_voter_request import KRaftVersionFeature
+from odradek.protocol.messages.update_raft_voter_request import Listener as UpdateListener
 from odradek.protocol.metadata import NoOpRecord
 from odradek.protocol.metadata_record import encode_metadata_record
 from odradek.raft import wire
@@ -107,6 +110,8 @@ class QuorumDriver:
         self._leader_epoch: int | None = None  # the epoch we lead, if we do
         self._writable_from = 0  # the log end when we became leader
         self._known_leader: tuple[int, int | None] = (-1, None)
+        self._update_sent_epoch: int | None = None
+        self._update_not_before_ms = 0
         self._last_write_ms = 0
         self._hw_moved_ms = 0
         self._hw_seen = -1
@@ -252,6 +257,7 @@ class QuorumDriver:
                 node.propose([encode_metadata_record(NoOpRecord())], now)
             self._process(node.tick(now))
             self._watch_progress(now)
+            self._maybe_update_own_voter()
 
     def _process(self, ready: Ready) -> None:
         node = self.raft
@@ -326,6 +332,66 @@ class QuorumDriver:
                 node.epoch,
                 node.leader,
             )
+
+    def _maybe_update_own_voter(self) -> None:
+        """A voter whose listener moved tells the leader (UpdateRaftVoter, KIP-853), so
+        that the voter set other nodes dial stays right; once per epoch."""
+        node = self.raft
+        own = node.voters.get(self.config.node_id)
+        if (
+            own is None
+            or not node.is_voter
+            or not node.dynamic
+            or node.leader is None
+            or self._update_sent_epoch == node.epoch
+            or monotonic_ms() < self._update_not_before_ms
+        ):
+            return
+        wanted = self.own_voter()
+        if not wanted.endpoints or own.endpoints == wanted.endpoints:
+            return
+        self._update_sent_epoch = node.epoch
+        if node.leader == self.config.node_id:
+            self._spawn(self._update_self(wanted))
+            return
+        address = self._address(node.leader)
+        if address is not None:
+            self._spawn(self._send_update_voter(address, wanted, node.epoch))
+
+    async def _update_self(self, voter: Voter) -> None:
+        error, _ = await self.change_voters(lambda n, now: n.update_voter(voter, now), 30_000)
+        if error != ErrorCode.NONE:
+            self._retry_update_later()
+
+    def _retry_update_later(self) -> None:
+        self._update_sent_epoch = None
+        self._update_not_before_ms = monotonic_ms() + 1000
+
+    async def _send_update_voter(self, address: tuple[str, int], voter: Voter, epoch: int) -> None:
+        request = UpdateRaftVoterRequest(
+            cluster_id=self.config.cluster_id,
+            current_leader_epoch=epoch,
+            voter_id=voter.node_id,
+            voter_directory_id=voter.directory_id,
+            listeners=[
+                UpdateListener(name=e.name, host=e.host, port=e.port) for e in voter.endpoints
+            ],
+            k_raft_version_feature=KRaftVersionFeature(
+                min_supported_version=0, max_supported_version=1
+            ),
+        )
+        try:
+            response = await self._peer(address).request(
+                request, 0, self.config.request_timeout_ms / 1000
+            )
+        except (PeerUnavailable, TimeoutError):
+            self._retry_update_later()
+            return
+        if response.error_code != ErrorCode.NONE:
+            log.warning("UpdateRaftVoter refused: %s", ErrorCode(response.error_code).name)
+            self._retry_update_later()
+        else:
+            log.info("updated this voter's endpoints to %s", voter.endpoints)
 
     def stall_message(self) -> str | None:
         if self.stalled_since_ms is None:
@@ -500,4 +566,12 @@ class QuorumDriver:
         )
 
     def own_voter(self) -> Voter:
-        return Voter(self.config.node_id, self.config.directory_id, self.config.own_endpoints)
+        """This node as a voter: its id, metadata directory id and controller listener
+        (with the bound port when the configured one is 0)."""
+        endpoints = tuple(
+            VoterEndpoint(e.name, e.host, self.local_address[1])
+            if e.port == 0 and self.local_address is not None
+            else e
+            for e in self.config.own_endpoints
+        )
+        return Voter(self.config.node_id, self.config.directory_id, endpoints)

@@ -1,0 +1,135 @@
+"""Brokers as observers of the metadata log: register, get unfenced, get fenced.
+
+One controller (``process.roles=controller``, formatted ``--standalone``) and two
+broker-only nodes as real processes. A broker serves clients once the controller has
+unfenced it; a broker killed with SIGKILL is fenced after ``broker.session.timeout.ms``
+and disappears from what clients see; restarted, it registers again.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from tests.integration.test_quorum import CLUSTER, free_port, odradek
+
+START_TIMEOUT_S = 30
+
+
+class Server:
+    def __init__(self, root: Path, name: str, properties: str) -> None:
+        self.dir = root / name
+        self.dir.mkdir(parents=True)
+        self.config = self.dir / "server.properties"
+        self.config.write_text(properties + f"log.dirs={self.dir / 'data'}\n")
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self, wait_for_clients: bool) -> None:
+        log = open(self.dir / "node.log", "a")  # noqa: SIM115 - closed with the process
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "odradek", "server", "--config", str(self.config)],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        if not wait_for_clients:
+            return
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if line.startswith("bootstrap.servers="):
+                return
+            if not line:
+                break
+        raise AssertionError(f"{self.dir} did not start: {(self.dir / 'node.log').read_text()}")
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(30)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[Server, dict[int, tuple[Server, int]]]]:
+    controller_port = free_port()
+    common = (
+        "controller.listener.names=CONTROLLER\n"
+        f"controller.quorum.bootstrap.servers=127.0.0.1:{controller_port}\n"
+        "broker.session.timeout.ms=2000\n"
+        "broker.heartbeat.interval.ms=200\n"
+    )
+    controller = Server(
+        tmp_path,
+        "controller",
+        f"process.roles=controller\nnode.id=1\nlisteners=CONTROLLER://127.0.0.1:{controller_port}\n"
+        + common,
+    )
+    odradek(
+        "storage", "format", "--config", str(controller.config), "--cluster-id", CLUSTER,
+        "--standalone",
+    )  # fmt: skip
+    controller.start(wait_for_clients=False)
+    brokers: dict[int, tuple[Server, int]] = {}
+    for node_id in (2, 3):
+        port = free_port()
+        broker = Server(
+            tmp_path,
+            f"broker-{node_id}",
+            f"process.roles=broker\nnode.id={node_id}\nlisteners=PLAINTEXT://127.0.0.1:{port}\n"
+            + common,
+        )
+        odradek("storage", "format", "--config", str(broker.config), "--cluster-id", CLUSTER)
+        broker.start(wait_for_clients=True)
+        brokers[node_id] = (broker, port)
+    yield controller, brokers
+    for server in [controller, *(b for b, _ in brokers.values())]:
+        server.stop()
+
+
+def brokers_seen(port: int) -> set[int]:
+    admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+    metadata: Any = admin.list_topics(timeout=10)
+    return set(metadata.brokers)
+
+
+def wait_for(what: str, predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_brokers_register_are_fenced_when_silent_and_come_back(
+    cluster: tuple[Server, dict[int, tuple[Server, int]]],
+) -> None:
+    _, brokers = cluster
+    (broker2, _), (_, port3) = brokers[2], brokers[3]
+    # Both registered and unfenced: clients of broker 3 see both.
+    wait_for("both brokers in the metadata", lambda: brokers_seen(port3) == {2, 3})
+    # Broker 2 dies without a word: fenced after its session times out.
+    broker2.kill()
+    wait_for("broker 2 fenced", lambda: brokers_seen(port3) == {3})
+    # Restarted, it registers again (a new incarnation) and is unfenced once caught up.
+    broker2.start(wait_for_clients=True)
+    wait_for("broker 2 back", lambda: brokers_seen(port3) == {2, 3})
