@@ -48,7 +48,7 @@ def _attempt(
             # Empty, not null: librdkafka rejects a null record set.
             data = PartitionData(partition_index=wanted.partition, high_watermark=-1, records=b"")
             out.partitions.append(data)
-            partition = state.partitions.get((name, wanted.partition))
+            partition = state.led_partition((name, wanted.partition))
             if partition is None:
                 if version >= TOPIC_IDS_VERSION and not name:
                     data.error_code = ErrorCode.UNKNOWN_TOPIC_ID

@@ -37,7 +37,7 @@ def handle_list_offsets(
         for wanted in topic.partitions:
             result = ListOffsetsPartitionResponse(partition_index=wanted.partition_index)
             out.partitions.append(result)
-            partition = state.partitions.get((topic.name, wanted.partition_index))
+            partition = state.led_partition((topic.name, wanted.partition_index))
             if partition is None:
                 known = topic.name in state.image.topics_by_name
                 result.error_code = (

@@ -27,6 +27,9 @@ class LocalPartition:
     """Idempotent producers' sequence state, rebuilt from a snapshot and the log tail."""
     max_message_bytes: int | None = None
     """The topic's ``max.message.bytes``; None: the broker's ``message.max.bytes``."""
+    is_leader: bool = True
+    """Whether this node leads the partition (the image's leader); only the leader takes
+    produce requests and serves consumers."""
 
     @property
     def key(self) -> tuple[str, int]:

@@ -46,7 +46,7 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
                 result.error_message = "transactions are not supported yet"
                 continue
             key = (topic.name, data.index)
-            partition = state.partitions.get(key)
+            partition = state.led_partition(key)
             if partition is None:
                 known = topic.name in state.image.topics_by_name
                 result.error_code = (

@@ -44,6 +44,12 @@ class BrokerState:
     validate_topic_configs: Callable[[dict[str, str]], dict[str, str]] = _accept_all
     """Raises ConfigError naming the key for an unknown key or a bad value."""
 
+    def led_partition(self, key: tuple[str, int]) -> LocalPartition | None:
+        """The partition when this node is its leader; None when it is not hosted here or
+        another node leads it (the caller answers NOT_LEADER_OR_FOLLOWER then)."""
+        partition = self.partitions.get(key)
+        return partition if partition is not None and partition.is_leader else None
+
     def live_brokers(self) -> list[int]:
         live = {b.broker_id for b in self.image.brokers.values() if not b.fenced}
         live.add(self.settings.node_id)

@@ -6,6 +6,8 @@ Requests that arrive on a controller listener (``controller.listener.names``):
   partition, FetchSnapshot) go to the :class:`~odradek.shell.quorum.QuorumDriver`;
 * DescribeQuorum, AddRaftVoter, RemoveRaftVoter and UpdateRaftVoter are answered from
   the Raft core (voter changes once committed);
+* Envelope carries a client's admin request that a broker forwards because it writes
+  metadata (KIP-590): the active controller runs it through its own broker handlers;
 * BrokerRegistration, BrokerHeartbeat and AlterPartition are commands of the active
   controller (:class:`~odradek.controller.controller.QuorumControllerState`): decided on
   the image, their records appended as one batch, answered once committed.
@@ -22,7 +24,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from odradek.broker.effects import ControllerCall, Outcome
@@ -41,6 +43,8 @@ from odradek.protocol.messages import (
     BrokerRegistrationResponse,
     DescribeQuorumRequest,
     EndQuorumEpochRequest,
+    EnvelopeRequest,
+    EnvelopeResponse,
     FetchRequest,
     FetchSnapshotRequest,
     RemoveRaftVoterRequest,
@@ -70,6 +74,7 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {
     BrokerRegistrationRequest.API_KEY: (0, 4),
     BrokerHeartbeatRequest.API_KEY: (0, 1),
     AlterPartitionRequest.API_KEY: (0, 3),
+    EnvelopeRequest.API_KEY: (0, 0),
 }
 
 RAFT_APIS = frozenset(
@@ -99,8 +104,10 @@ class ControllerService:
         image: Callable[[], MetadataImage],
         cluster_id: str,
         session_timeout_ms: int,
+        forwarded: Callable[[bytes], Awaitable[bytes]],
     ) -> None:
         self.quorum = quorum
+        self.forwarded = forwarded
         self.image = image
         self.cluster_id = cluster_id
         self.session_timeout_ms = session_timeout_ms
@@ -137,6 +144,16 @@ class ControllerService:
                 lambda s, nxt: s.broker_heartbeat(body, nxt, now_ms()),
                 lambda error: BrokerHeartbeatResponse(error_code=error, is_fenced=True),
             )
+        if isinstance(body, EnvelopeRequest):
+            # A broker forwards a client's admin request that writes metadata (KIP-590):
+            # run it here, as the active controller, and send back the whole response.
+            if not self.quorum.writable:
+                return EnvelopeResponse(error_code=ErrorCode.NOT_CONTROLLER)
+            try:
+                data = await self.forwarded(body.request_data)
+            except NotController:
+                return EnvelopeResponse(error_code=ErrorCode.NOT_CONTROLLER)
+            return EnvelopeResponse(response_data=data, error_code=ErrorCode.NONE)
         if isinstance(body, AlterPartitionRequest):
             version = header.request_api_version
             return await self._command(

@@ -73,6 +73,7 @@ from odradek.protocol.messages import (
     DeleteTopicsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
+    EnvelopeRequest,
     FetchRequest,
     FindCoordinatorRequest,
     IncrementalAlterConfigsRequest,
@@ -93,6 +94,7 @@ from odradek.replication.producer_state import ProducerStateManager
 from odradek.shell import controller_service
 from odradek.shell.broker_lifecycle import BrokerLifecycle
 from odradek.shell.controller_service import ControllerService
+from odradek.shell.peer_client import PeerConnection, PeerUnavailable
 from odradek.shell.quorum import NotController, QuorumConfig, QuorumDriver
 from odradek.shell.real_fs import RealFileSystem
 from odradek.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
@@ -113,6 +115,10 @@ log = logging.getLogger("odradek.node")
 METADATA_TOPIC = "__cluster_metadata"
 # Requests one connection may have in progress before the node stops reading from it.
 MAX_IN_FLIGHT_PER_CONNECTION = 64
+# Forwarding a metadata write to the active controller: attempts across leader changes.
+FORWARD_ATTEMPTS = 20
+FORWARD_BACKOFF_S = 0.1
+FORWARD_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +175,7 @@ class Node:
         # Counts image changes other than no-ops: a decision made on an older generation
         # is made again before its records are committed.
         self._image_generation = 0
+        self._forward_peers: dict[tuple[str, int], PeerConnection] = {}
         # Metadata bytes committed since the last snapshot, and when it was taken.
         self._snapshot_bytes = 0
         self._snapshot_taken_ms = now_ms()
@@ -317,6 +324,7 @@ class Node:
                 lambda: self.state.image,
                 cfg.settings.cluster_id,
                 cfg.broker_session_timeout_ms,
+                self._run_forwarded,
             )
             host = cfg.controller_listen_host or "0.0.0.0"
             self._controller_server = await asyncio.start_server(
@@ -412,6 +420,8 @@ class Node:
                 await task
         if self.lifecycle is not None:
             await self.lifecycle.close()
+        for peer in self._forward_peers.values():
+            await peer.close()
         self._flush_all()
         self._snapshot_producers()
         if self.log_dir is not None:
@@ -581,6 +591,7 @@ class Node:
             if current is not None:
                 current.max_message_bytes = max_message_bytes
             if current is None or current.leader_epoch != p.leader_epoch:
+                # A new leader epoch: this node's role may have changed with it.
                 self.state.partitions[key] = LocalPartition(
                     topic=key[0],
                     index=key[1],
@@ -594,6 +605,7 @@ class Node:
                         else self._load_producers(partition_log)
                     ),
                     max_message_bytes=max_message_bytes,
+                    is_leader=p.leader == me,
                 )
 
     # --- Idempotent producers -------------------------------------------------------
@@ -815,10 +827,57 @@ class Node:
                 await answers.put(answer)
 
     async def _answer(self, dispatch: Dispatch, payload: bytearray) -> list[Records] | None:
-        response = await self._carry(dispatch, payload)
+        try:
+            response = await self._carry(dispatch, payload)
+        except NotController:
+            # A metadata write on a node that is not the active controller: forward the
+            # whole request there (Envelope, KIP-590) and relay its response.
+            return [await self._forward(bytes(payload))]
         if response is None:
             return None
         return Router.encode(dispatch.header, response, dispatch.response_version)
+
+    async def _forward(self, payload: bytes) -> bytes:
+        """Send a client's request to the active controller; its encoded response."""
+        assert self.quorum is not None
+        for _ in range(FORWARD_ATTEMPTS):
+            leader = self.quorum.raft.leader
+            address = None if leader is None else self.quorum.address_of(leader)
+            if address is not None:
+                peer = self._forward_peers.get(address)
+                if peer is None:
+                    peer = PeerConnection(
+                        *address, client_id=f"forward-{self.config.settings.node_id}"
+                    )
+                    self._forward_peers[address] = peer
+                try:
+                    answer = await peer.request(
+                        EnvelopeRequest(
+                            request_data=payload,
+                            request_principal=b"",
+                            client_host_address=b"\x7f\x00\x00\x01",
+                        ),
+                        0,
+                        FORWARD_TIMEOUT_S,
+                    )
+                except (PeerUnavailable, TimeoutError):
+                    answer = None
+                if answer is not None and answer.error_code == ErrorCode.NONE:
+                    return bytes(answer.response_data or b"")
+            await asyncio.sleep(FORWARD_BACKOFF_S)
+        raise NotController("no active controller answered the forwarded request")
+
+    async def _run_forwarded(self, payload: bytes) -> bytes:
+        """On the active controller: run a forwarded request through the broker handlers."""
+        routed = self.router.handle(bytearray(payload), "forwarded")
+        if isinstance(routed, Close):
+            raise NotController(f"forwarded request refused: {routed.reason}")
+        if isinstance(routed, Respond):
+            return _joined(routed.chunks)
+        response = await self._carry(routed, bytearray(payload))
+        if response is None:
+            return b""
+        return _joined(Router.encode(routed.header, response, routed.response_version))
 
     async def _send_in_order(
         self,
@@ -1081,6 +1140,12 @@ def _batches(partition_log: PartitionLog, start: int | None = None) -> Iterator[
             offset = header.next_offset
         if offset == before:
             break  # reads return whole batches; no progress means nothing more to read
+
+
+def _joined(chunks: list[Records]) -> bytes:
+    return b"".join(
+        bytes(c) if isinstance(c, bytes | bytearray | memoryview) else c.read() for c in chunks
+    )
 
 
 def _log_tasks() -> None:

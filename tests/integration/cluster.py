@@ -1,0 +1,152 @@
+"""A cluster of combined (broker and controller) node processes for integration tests.
+
+Each node is ``odradek server`` on two loopback ports (PLAINTEXT and CONTROLLER), all
+formatted together with ``--initial-controllers``; a node counts as started when it
+prints ``bootstrap.servers=`` (registered and unfenced).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from odradek.core.kafka_uuid import to_kafka_str
+
+START_TIMEOUT_S = 60.0
+CLUSTER_ID = "q2R5VnVhRkqzh1m3qC8n1w"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def odradek(*args: str) -> str:
+    result = subprocess.run(
+        [sys.executable, "-m", "odradek", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"odradek {' '.join(args)}: {result.stdout}\n{result.stderr}")
+    return result.stdout
+
+
+class ClusterNode:
+    def __init__(self, root: Path, node_id: int, extra: str) -> None:
+        self.node_id = node_id
+        self.port = free_port()
+        self.controller_port = free_port()
+        self.dir = root / f"node-{node_id}"
+        self.dir.mkdir(parents=True)
+        self.config = self.dir / "server.properties"
+        self.directory_id = uuid.uuid4()
+        self.extra = extra
+        self.process: subprocess.Popen[str] | None = None
+
+    def write_config(self, bootstrap: str) -> None:
+        self.config.write_text(
+            "process.roles=broker,controller\n"
+            f"node.id={self.node_id}\n"
+            f"listeners=PLAINTEXT://127.0.0.1:{self.port},"
+            f"CONTROLLER://127.0.0.1:{self.controller_port}\n"
+            "controller.listener.names=CONTROLLER\n"
+            f"controller.quorum.bootstrap.servers={bootstrap}\n"
+            f"log.dirs={self.dir / 'data'}\n" + self.extra
+        )
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, wait: bool = True) -> None:
+        log = open(self.dir / "node.log", "a")  # noqa: SIM115 - closed with the process
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "odradek", "server", "--config", str(self.config)],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        if wait:
+            self.wait_started()
+
+    def wait_started(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if line.startswith("bootstrap.servers="):
+                return
+            if not line:
+                break
+        tail = (self.dir / "node.log").read_text()[-3000:]
+        raise AssertionError(f"node {self.node_id} did not start:\n{tail}")
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(30)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(30)
+
+
+class Cluster:
+    def __init__(self, root: Path, size: int = 3, extra: str = "") -> None:
+        self.nodes = [ClusterNode(root, i + 1, extra) for i in range(size)]
+        bootstrap = ",".join(f"127.0.0.1:{n.controller_port}" for n in self.nodes)
+        initial = ",".join(
+            f"{n.node_id}@127.0.0.1:{n.controller_port}:{to_kafka_str(n.directory_id)}"
+            for n in self.nodes
+        )
+        for n in self.nodes:
+            n.write_config(bootstrap)
+            odradek(
+                "storage", "format", "--config", str(n.config), "--cluster-id", CLUSTER_ID,
+                "--initial-controllers", initial,
+            )  # fmt: skip
+
+    def start(self) -> None:
+        for n in self.nodes:
+            n.start(wait=False)
+        for n in self.nodes:
+            n.wait_started()
+
+    def stop(self) -> None:
+        for n in self.nodes:
+            n.stop()
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes)
+
+    def controller_leader(self) -> int:
+        import json
+
+        for n in self.nodes:
+            if n.process is None or n.process.poll() is not None:
+                continue
+            out = odradek(
+                "quorum", "describe", "--bootstrap-controller",
+                f"127.0.0.1:{n.controller_port}", "--json",
+            )  # fmt: skip
+            leader: int = json.loads(out)["leader_id"]
+            return leader
+        raise AssertionError("no node running")
