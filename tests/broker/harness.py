@@ -143,6 +143,7 @@ class Harness:
                 current = self.state.partitions.get(key)
                 if current is not None:
                     current.leader_epoch = p.leader_epoch
+                    current.is_leader = p.leader == me
                     continue
                 log = PartitionLog.create(
                     self.disk,
@@ -158,6 +159,7 @@ class Harness:
                     log=log,
                     leader_epoch=p.leader_epoch,
                     flush_before_ack=self.state.settings.flush_before_ack,
+                    is_leader=p.leader == me,
                 )
 
     def add_topic(

@@ -675,3 +675,34 @@ def test_after_any_fencing_leaders_are_live_isr_members_and_no_isr_is_empty(
         for topic in cluster.image.topics_by_id.values():
             for p, partition in topic.partitions.items():
                 assert partition.leader_epoch >= leader_epochs[(topic.topic_id, p)]
+
+
+
+def test_a_cleanly_stopped_broker_re_registers_at_once_with_its_previous_epoch() -> None:
+    cluster = Cluster()
+    cluster.start(1)
+    # A new incarnation while the old session is valid names the epoch it stopped with
+    # (its clean shutdown file): the controller knows the old process is gone.
+    request = registration(1, generation=1)
+    request.previous_broker_epoch = cluster.image.brokers[1].epoch
+    outcome = register_broker(
+        cluster.image,
+        request,
+        cluster.next_offset,
+        cluster.now_ms,
+        cluster_id=CLUSTER_ID,
+        heartbeats=cluster.heartbeats,
+    )
+    assert outcome.error_code == ErrorCode.NONE
+    assert outcome.broker_epoch == cluster.next_offset
+    # A wrong previous epoch is no proof: still refused.
+    request.previous_broker_epoch = 12345
+    refused = register_broker(
+        cluster.image,
+        request,
+        cluster.next_offset,
+        cluster.now_ms,
+        cluster_id=CLUSTER_ID,
+        heartbeats=cluster.heartbeats,
+    )
+    assert refused.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION

@@ -12,15 +12,22 @@ to send full fetch requests, which every client supports.
 from __future__ import annotations
 
 from odradek.broker.effects import AwaitData, Outcome, Reply
+from odradek.broker.leader_hints import leader_hint
 from odradek.broker.state import BrokerState
 from odradek.core.errors import LogOfflineError, OffsetOutOfRangeError
 from odradek.protocol.api import RequestHeader
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import FetchRequest, FetchResponse
-from odradek.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
+from odradek.protocol.messages.fetch_response import (
+    FetchableTopicResponse,
+    NodeEndpoint,
+    PartitionData,
+)
 
 VERSIONS = (4, 16)
 TOPIC_IDS_VERSION = 13
+LEADER_HINT_VERSION = 12
+NODE_ENDPOINTS_VERSION = 16
 
 
 def handle_fetch(state: BrokerState, header: RequestHeader, request: FetchRequest) -> Outcome:
@@ -36,6 +43,7 @@ def _attempt(
     total = 0
     budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
     responses: list[FetchableTopicResponse] = []
+    endpoints: dict[int, NodeEndpoint] = {}
     watched: set[tuple[str, int]] = set()
     for topic in request.topics:
         name = topic.topic
@@ -54,6 +62,14 @@ def _attempt(
                     data.error_code = ErrorCode.UNKNOWN_TOPIC_ID
                 elif name in state.image.topics_by_name:
                     data.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    hint = leader_hint(state, name, wanted.partition)
+                    if hint is not None and version >= LEADER_HINT_VERSION:
+                        data.current_leader.leader_id = hint.leader_id
+                        data.current_leader.leader_epoch = hint.leader_epoch
+                        if hint.host is not None and hint.port is not None:
+                            endpoints[hint.leader_id] = NodeEndpoint(
+                                hint.leader_id, hint.host, hint.port, hint.rack
+                            )
                 else:
                     data.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
@@ -97,7 +113,8 @@ def _attempt(
                 total += found_range.length
                 budget -= found_range.length
     if total >= request.min_bytes or timed_out or request.max_wait_ms <= 0 or not watched:
-        return Reply(FetchResponse(responses=responses, session_id=0))
+        nodes = list(endpoints.values()) if version >= NODE_ENDPOINTS_VERSION else []
+        return Reply(FetchResponse(responses=responses, session_id=0, node_endpoints=nodes))
     return AwaitData(
         frozenset(watched),
         deadline,

@@ -9,18 +9,22 @@ requests. Batches are checked by header and CRC only, never decoded record by re
 from __future__ import annotations
 
 from odradek.broker.effects import AwaitFlush, NoReply, Outcome, Reply
+from odradek.broker.leader_hints import leader_hint
 from odradek.broker.state import BrokerState
 from odradek.core.errors import InvalidRecordBatchError, LogOfflineError
 from odradek.protocol.api import RequestHeader
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import ProduceRequest, ProduceResponse
 from odradek.protocol.messages.produce_response import (
+    LeaderIdAndEpoch,
+    NodeEndpoint,
     PartitionProduceResponse,
     TopicProduceResponse,
 )
 from odradek.protocol.record_batch import BatchHeader, validate_batches
 
 VERSIONS = (3, 11)
+LEADER_HINT_VERSION = 10
 
 _CORRUPT = {"TRUNCATED", "BAD_LENGTH", "BAD_CRC"}
 
@@ -31,6 +35,8 @@ def _problem_code(problem: str) -> ErrorCode:
 
 def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRequest) -> Outcome:
     acks = request.acks
+    version = header.request_api_version
+    endpoints: dict[int, NodeEndpoint] = {}
     responses: list[TopicProduceResponse] = []
     waits: dict[tuple[str, int], int] = {}
     for topic in request.topic_data:
@@ -54,6 +60,13 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
                     if known
                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 )
+                hint = leader_hint(state, topic.name, data.index) if known else None
+                if hint is not None and version >= LEADER_HINT_VERSION:
+                    result.current_leader = LeaderIdAndEpoch(hint.leader_id, hint.leader_epoch)
+                    if hint.host is not None and hint.port is not None:
+                        endpoints[hint.leader_id] = NodeEndpoint(
+                            hint.leader_id, hint.host, hint.port, hint.rack
+                        )
                 continue
             records = data.records
             if not isinstance(records, memoryview) or not len(records):
@@ -100,7 +113,7 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
             if acks == -1 and state.settings.flush_before_ack:
                 waits[key] = info.last_offset + 1
         responses.append(TopicProduceResponse(name=topic.name, partition_responses=partitions))
-    response = ProduceResponse(responses=responses)
+    response = ProduceResponse(responses=responses, node_endpoints=list(endpoints.values()))
     if acks == 0:
         return NoReply()
     if waits:

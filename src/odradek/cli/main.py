@@ -13,6 +13,8 @@ import click
 
 from odradek import __version__
 from odradek.broker.config import ServerConfig
+from odradek.cli.cluster import cluster
+from odradek.cli.dev_cluster import run_dev_cluster
 from odradek.cli.quorum import quorum
 from odradek.core.errors import ConfigError, CorruptLogError
 from odradek.core.kafka_uuid import from_kafka_str, to_kafka_str
@@ -32,7 +34,9 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--nodes", default=1, show_default=True, help="Number of nodes (1 for now).")
+@click.option(
+    "--nodes", default=1, show_default=True, help="Number of nodes; above 1, one process each."
+)
 @click.option(
     "--dir",
     "directory",
@@ -46,18 +50,24 @@ def main() -> None:
 def dev(nodes: int, directory: str, host: str, port: int) -> None:
     """Run a local cluster for development, formatting its data dir the first time.
 
-    Writes the node's server.properties into its data dir (the same file
-    `odradek server --config` takes), prints ``bootstrap.servers=HOST:PORT`` once it
-    serves. Ctrl-C stops it cleanly; running it again restarts it from its data.
+    Writes each node's server.properties into its data dir (the same file
+    `odradek server --config` takes), prints ``bootstrap.servers=HOST:PORT,...`` once
+    every node serves. Ctrl-C stops it cleanly; running it again restarts it from its
+    data. One node runs in this process; more run as one `odradek server` process each.
     """
-    if nodes != 1:
-        raise click.UsageError("only --nodes 1 is available until replication lands")
+    if nodes < 1:
+        raise click.UsageError("--nodes must be 1 or more")
+    if nodes > 1:
+        run_dev_cluster(directory, nodes, host, port)
+        return
     fs = RealFileSystem()
     node_dir = join(os.path.abspath(directory), "node-1")
     fs.makedirs(node_dir)
-    # The controller listener is the next port; it is recorded in the voter set, so it
-    # must stay the same from run to run.
-    controller_port = port + 1 if port else _free_port(host)
+    # The controller listener is recorded in the voter set, so it stays the same from
+    # run to run: the one of the last run, else the next port, else any free one.
+    controller_port = _previous_controller_port(join(node_dir, "server.properties"))
+    if controller_port is None:
+        controller_port = port + 1 if port else _free_port(host)
     text = (
         "# Written by odradek dev; odradek server --config takes the same file.\n"
         "process.roles=broker,controller\n"
@@ -98,6 +108,18 @@ def _node_config(fs: RealFileSystem, server_config: ServerConfig) -> NodeConfig:
         )
     metadata_meta = read_meta_properties(fs, join(server_config.metadata_log_dir, META_PROPERTIES))
     return node_config(server_config, meta.cluster_id, metadata_meta.directory_id)
+
+
+def _previous_controller_port(path: str) -> int | None:
+    if not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        try:
+            config = ServerConfig.load(f.read())
+        except ConfigError:
+            return None
+    listeners = config.controller_listeners
+    return listeners[0].port if listeners and listeners[0].port else None
 
 
 def _free_port(host: str) -> int:
@@ -222,3 +244,4 @@ def _check_one_quorum_flag(
 
 
 main.add_command(quorum)
+main.add_command(cluster)

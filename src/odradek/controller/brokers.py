@@ -347,7 +347,10 @@ def register_broker(
         if existing.incarnation_id == request.incarnation_id:
             heartbeats.touch(broker_id, now_ms)
             return RegistrationOutcome(ErrorCode.NONE, broker_epoch=existing.epoch)
-        if heartbeats.has_valid_session(image, broker_id, now_ms):
+        # A broker that stopped cleanly names the epoch it had (KIP-1073's
+        # previous_broker_epoch): that incarnation is gone, so its session does not block.
+        restarted_cleanly = request.previous_broker_epoch == existing.epoch
+        if heartbeats.has_valid_session(image, broker_id, now_ms) and not restarted_cleanly:
             return _registration_error(
                 ErrorCode.DUPLICATE_BROKER_REGISTRATION,
                 "Another broker is registered with that broker id. If the broker was "

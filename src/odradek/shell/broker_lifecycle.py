@@ -24,6 +24,7 @@ from odradek.shell.quorum import QuorumDriver
 log = logging.getLogger("odradek.broker")
 
 FENCED_HEARTBEAT_MS = 100
+NO_CONTROLLER_GIVE_UP_S = 2.0
 REGISTRATION_VERSION = 4
 HEARTBEAT_VERSION = 1
 
@@ -41,6 +42,7 @@ class BrokerLifecycle:
         metadata_offset: Callable[[], int],
         heartbeat_interval_ms: int,
         request_timeout_ms: int,
+        previous_broker_epoch: int = -1,
     ) -> None:
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -52,6 +54,9 @@ class BrokerLifecycle:
         self.heartbeat_interval_ms = heartbeat_interval_ms
         self.request_timeout_ms = request_timeout_ms
         self.incarnation_id = uuid.uuid4()
+        # The epoch this broker had when it last stopped cleanly (-1: it did not): the
+        # controller then lets the new incarnation replace the old one at once.
+        self.previous_broker_epoch = previous_broker_epoch
         self.broker_epoch = -1
         self.fenced = True
         self.unfenced = asyncio.Event()
@@ -72,6 +77,51 @@ class BrokerLifecycle:
                 if not self.fenced:
                     delay_ms = self.heartbeat_interval_ms
             await asyncio.sleep(delay_ms / 1000)
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Ask the controller to move leadership off this broker before it stops
+        (heartbeats with want_shut_down); True once the controller says it may stop."""
+        if self.broker_epoch < 0:
+            return True  # never registered: nothing to hand over
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        unreachable_since: float | None = None
+        while loop.time() < deadline:
+            address = self._controller_address()
+            response = None
+            if address is not None:
+                try:
+                    response = await self._peer(address).request(
+                        BrokerHeartbeatRequest(
+                            broker_id=self.broker_id,
+                            broker_epoch=self.broker_epoch,
+                            current_metadata_offset=self.metadata_offset(),
+                            want_fence=False,
+                            want_shut_down=True,
+                        ),
+                        HEARTBEAT_VERSION,
+                        self.request_timeout_ms / 1000,
+                    )
+                except (PeerUnavailable, TimeoutError):
+                    response = None
+            if response is not None and response.error_code == ErrorCode.NONE:
+                unreachable_since = None
+                if response.should_shut_down:
+                    log.info("broker %d: leadership handed over; stopping", self.broker_id)
+                    return True
+            else:
+                # No controller answers (the other nodes may be stopping too): nobody can
+                # take the leaderships, so waiting the whole timeout helps nothing.
+                unreachable_since = unreachable_since or loop.time()
+                if loop.time() - unreachable_since > NO_CONTROLLER_GIVE_UP_S:
+                    break
+            await asyncio.sleep(FENCED_HEARTBEAT_MS / 1000)
+        log.warning(
+            "broker %d: controlled shutdown did not finish (no controller took the "
+            "leaderships); stopping anyway",
+            self.broker_id,
+        )
+        return False
 
     async def close(self) -> None:
         for peer in self._peers.values():
@@ -102,7 +152,7 @@ class BrokerLifecycle:
             features=[],
             rack=self.rack,
             log_dirs=self.log_dirs,
-            previous_broker_epoch=-1,
+            previous_broker_epoch=self.previous_broker_epoch,
         )
         response = await self._peer(address).request(
             request, REGISTRATION_VERSION, self.request_timeout_ms / 1000

@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import functools
 import io
+import json
 import logging
 import random
 import signal
@@ -73,6 +74,7 @@ from odradek.protocol.messages import (
     DeleteTopicsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
+    DescribeQuorumRequest,
     EnvelopeRequest,
     FetchRequest,
     FindCoordinatorRequest,
@@ -98,7 +100,7 @@ from odradek.shell.peer_client import PeerConnection, PeerUnavailable
 from odradek.shell.quorum import NotController, QuorumConfig, QuorumDriver
 from odradek.shell.real_fs import RealFileSystem
 from odradek.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
-from odradek.storage.fs import FileSystem, join
+from odradek.storage.fs import FileSystem, join, write_file_atomically
 from odradek.storage.group_commit import FlushWaiters
 from odradek.storage.log import FlushTicket, LogConfig, PartitionLog
 from odradek.storage.log_dir import LogDir
@@ -119,6 +121,8 @@ MAX_IN_FLIGHT_PER_CONNECTION = 64
 FORWARD_ATTEMPTS = 20
 FORWARD_BACKOFF_S = 0.1
 FORWARD_TIMEOUT_S = 30.0
+CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +180,7 @@ class Node:
         # is made again before its records are committed.
         self._image_generation = 0
         self._forward_peers: dict[tuple[str, int], PeerConnection] = {}
+        self._lifecycle_task: asyncio.Task[None] | None = None
         # Metadata bytes committed since the last snapshot, and when it was taken.
         self._snapshot_bytes = 0
         self._snapshot_taken_ms = now_ms()
@@ -285,8 +290,15 @@ class Node:
             (api_key, versions, groups.handle_group_request)
             for api_key, versions in GROUP_API_VERSIONS.items()
         ]
+        # DescribeQuorum on the broker listener answers with this node's own view of
+        # the metadata quorum (leader, high watermark, the stall alarm) for health checks.
+        handlers.append((DescribeQuorumRequest.API_KEY, (0, 2), self._describe_quorum))
         for api_key, versions, handler in handlers:
             self.router.register(api_key, versions, handler)
+
+    def _describe_quorum(self, header: Any, body: Any) -> Outcome:
+        assert self.quorum is not None
+        return Reply(self.quorum.describe())
 
     # --- Start and stop -------------------------------------------------------------
 
@@ -360,6 +372,34 @@ class Node:
             ),
         )
 
+    def _take_clean_shutdown_epoch(self) -> int:
+        """The broker epoch a clean stop left in the log dir (Kafka's clean shutdown
+        file), removed now so that a crash later does not claim a clean stop."""
+        path = join(self.config.log_dir, CLEAN_SHUTDOWN_FILE)
+        if not self.fs.exists(path):
+            return -1
+        try:
+            epoch = int(json.loads(self.fs.read_file(path))["brokerEpoch"])
+        except (ValueError, KeyError, TypeError):
+            epoch = -1
+        self.fs.remove(path)
+        self.fs.fsync_dir(self.config.log_dir)
+        return epoch
+
+    def _write_clean_shutdown_epoch(self) -> None:
+        if self.lifecycle is None or self.lifecycle.broker_epoch < 0:
+            return
+        document = {"version": 0, "brokerEpoch": self.lifecycle.broker_epoch}
+        write_file_atomically(
+            self.fs,
+            join(self.config.log_dir, CLEAN_SHUTDOWN_FILE),
+            json.dumps(document).encode(),
+        )
+
+    def _lifecycle_task_cancel(self) -> None:
+        if self._lifecycle_task is not None:
+            self._lifecycle_task.cancel()
+
     async def _start_broker(self, now: int) -> None:
         cfg = self.config
         assert self.raft_log is not None and self.quorum is not None
@@ -395,9 +435,11 @@ class Node:
             metadata_offset=lambda: self.state.image.offset,
             heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
             request_timeout_ms=cfg.quorum.request_timeout_ms,
+            previous_broker_epoch=self._take_clean_shutdown_epoch(),
         )
+        self._lifecycle_task = asyncio.create_task(self.lifecycle.run())
         self._tasks += [
-            asyncio.create_task(self.lifecycle.run()),
+            self._lifecycle_task,
             asyncio.create_task(self._flusher()),
             asyncio.create_task(self._housekeeping()),
             asyncio.create_task(self._group_ticker()),
@@ -407,9 +449,15 @@ class Node:
         log.info("node %d serving clients on %s:%d", settings.node_id, cfg.listen_host, self.port)
 
     async def stop(self) -> None:
-        for server in (self._server, self._controller_server):
-            if server is not None:
-                server.close()
+        if self._server is not None:
+            self._server.close()
+        if self.lifecycle is not None:
+            # Controlled shutdown: leadership moves to other in-sync replicas first, while
+            # the controller listener (perhaps the active controller here) still serves.
+            self._lifecycle_task_cancel()
+            await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
+        if self._controller_server is not None:
+            self._controller_server.close()
         if self.quorum is not None:
             # Resign first, while the connections still work: the others elect at once.
             await self.quorum.stop()
@@ -427,6 +475,7 @@ class Node:
         if self.log_dir is not None:
             self.log_dir.checkpoint()
             self.log_dir.close()
+            self._write_clean_shutdown_epoch()
         if self.raft_log is not None:
             self.raft_log.close()
         log.info("node %d stopped", self.config.settings.node_id)

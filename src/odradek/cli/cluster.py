@@ -1,0 +1,440 @@
+"""``odradek cluster health``: one look at whether the cluster keeps its promises.
+
+This module owns the health check an operator runs before and after a change: which
+partitions are offline (no leader), which have fewer in-sync replicas than their
+``min.insync.replicas`` (``acks=all`` writes fail there), which are under-replicated,
+whether the metadata quorum has raised its stall alarm, and which topics are configured
+so that an acknowledged write can be lost (replication factor above 1 with
+``min.insync.replicas=1``, or ``unclean.leader.election.enable=true``). The exit status
+is 0 only when there is no alarm, so scripts and monitors can use it directly.
+
+The verdict is :func:`evaluate`, a pure function of plain values, so that every rule is
+tested without a broker; :func:`_gather` is the only part that talks to one (Metadata,
+DescribeConfigs and DescribeQuorum on one connection, with the project's own client).
+
+Each partition is reported under its most severe alarm only (offline, then under
+``min.insync.replicas``, then under-replicated): an operator gets one line per broken
+partition, and the exit status does not depend on the grouping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+import click
+
+from odradek.controller.image import CONFIG_RESOURCE_TOPIC
+from odradek.protocol.error_codes import ErrorCode, error_name
+from odradek.protocol.messages import (
+    DescribeConfigsRequest,
+    DescribeQuorumRequest,
+    MetadataRequest,
+)
+from odradek.protocol.messages import describe_configs_request as dcr
+from odradek.protocol.messages import describe_quorum_request as dqr
+from odradek.raft.wire import METADATA_PARTITION, METADATA_TOPIC
+from odradek.shell.peer_client import PeerConnection, PeerUnavailable
+
+TIMEOUT_S: Final = 10.0
+# The newest versions the broker serves (broker/topics.py, broker/configs.py); the
+# flexible versions carry a null topic list, which asks for every topic.
+METADATA_VERSION: Final = 12
+DESCRIBE_CONFIGS_VERSION: Final = 4
+DESCRIBE_QUORUM_VERSION: Final = 2
+
+MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
+UNCLEAN_LEADER_ELECTION: Final = "unclean.leader.election.enable"
+
+QuorumStatus = Literal["ok", "stalled", "unknown"]
+
+
+# ---------------------------------------------------------------------------------------
+# Plain values and the verdict (no I/O)
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """One partition as the Metadata response shows it."""
+
+    topic: str
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSafety:
+    """The two configs of a topic that decide whether acknowledged writes survive.
+
+    ``min_insync_replicas`` is None when the broker reported no value (or one we could
+    not read); ``problem`` says why the configs could not be read at all.
+    """
+
+    min_insync_replicas: int | None = None
+    unclean_leader_election: bool = False
+    problem: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumHealth:
+    status: QuorumStatus
+    message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionAlarm:
+    partition: PartitionState
+    min_insync_replicas: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReport:
+    offline: tuple[PartitionAlarm, ...]
+    under_min_isr: tuple[PartitionAlarm, ...]
+    under_replicated: tuple[PartitionAlarm, ...]
+    quorum: QuorumHealth
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def healthy(self) -> bool:
+        # An unknown quorum is not an alarm: an older broker that cannot answer
+        # DescribeQuorum should not make every check fail. It is shown, not hidden.
+        return not (
+            self.offline
+            or self.under_min_isr
+            or self.under_replicated
+            or self.quorum.status == "stalled"
+        )
+
+
+def evaluate(
+    partitions: Iterable[PartitionState],
+    topics: Mapping[str, TopicSafety],
+    quorum: QuorumHealth,
+    topic_problems: Mapping[str, str] | None = None,
+) -> HealthReport:
+    """The alarms and warnings for a cluster with these partitions, configs and quorum.
+
+    ``topics`` maps a topic name to its safety configs; a topic missing there is
+    checked for offline and under-replicated partitions only. ``topic_problems`` are
+    topics whose metadata the broker would not give (named with the error).
+    """
+    offline: list[PartitionAlarm] = []
+    under_min_isr: list[PartitionAlarm] = []
+    under_replicated: list[PartitionAlarm] = []
+    replication_factor: dict[str, int] = {}
+    for p in sorted(partitions, key=lambda p: (p.topic, p.partition)):
+        safety = topics.get(p.topic, TopicSafety())
+        # Kafka lets partitions of one topic differ (explicit assignments); the widest
+        # is the one whose promise min.insync.replicas=1 weakens most.
+        replication_factor[p.topic] = max(replication_factor.get(p.topic, 0), len(p.replicas))
+        alarm = PartitionAlarm(p, safety.min_insync_replicas)
+        if p.leader < 0:
+            offline.append(alarm)
+        elif safety.min_insync_replicas is not None and len(p.isr) < safety.min_insync_replicas:
+            under_min_isr.append(alarm)
+        elif len(p.isr) < len(p.replicas):
+            under_replicated.append(alarm)
+    warnings: list[str] = []
+    for topic, problem in sorted((topic_problems or {}).items()):
+        warnings.append(f"topic {topic}: metadata not available ({problem})")
+    for topic in sorted(replication_factor):
+        warnings += _topic_warnings(topic, replication_factor[topic], topics.get(topic))
+    return HealthReport(
+        offline=tuple(offline),
+        under_min_isr=tuple(under_min_isr),
+        under_replicated=tuple(under_replicated),
+        quorum=quorum,
+        warnings=tuple(warnings),
+    )
+
+
+def _topic_warnings(topic: str, replication_factor: int, safety: TopicSafety | None) -> list[str]:
+    if safety is None:
+        return [f"topic {topic}: configs not read; min.insync.replicas not checked"]
+    if safety.problem is not None:
+        return [f"topic {topic}: configs not read ({safety.problem}); safety not checked"]
+    warnings: list[str] = []
+    min_isr = safety.min_insync_replicas
+    if replication_factor > 1 and min_isr == 1:
+        warnings.append(
+            f"topic {topic}: replication factor {replication_factor} with "
+            f"{MIN_INSYNC_REPLICAS}=1: an acks=all write can be acknowledged by the leader "
+            "alone and lost with it"
+        )
+    if min_isr is not None and min_isr > replication_factor:
+        warnings.append(
+            f"topic {topic}: {MIN_INSYNC_REPLICAS}={min_isr} exceeds the replication factor "
+            f"{replication_factor}: every acks=all write fails"
+        )
+    if safety.unclean_leader_election:
+        warnings.append(
+            f"topic {topic}: {UNCLEAN_LEADER_ELECTION}=true: an out-of-sync replica can "
+            "become leader and drop acknowledged records"
+        )
+    return warnings
+
+
+# ---------------------------------------------------------------------------------------
+# Responses to plain values (no I/O)
+# ---------------------------------------------------------------------------------------
+
+
+def partitions_from_metadata(response: Any) -> tuple[list[PartitionState], dict[str, str]]:
+    """Every partition in a MetadataResponse, and the topics that came back with an error."""
+    partitions: list[PartitionState] = []
+    problems: dict[str, str] = {}
+    for topic in response.topics:
+        name = topic.name or str(topic.topic_id)
+        if topic.error_code != ErrorCode.NONE:
+            problems[name] = error_name(topic.error_code)
+            continue
+        for p in topic.partitions:
+            # LEADER_NOT_AVAILABLE on a partition comes with leader -1: offline below.
+            partitions.append(
+                PartitionState(
+                    topic=name,
+                    partition=p.partition_index,
+                    leader=p.leader_id,
+                    replicas=tuple(p.replica_nodes),
+                    isr=tuple(p.isr_nodes),
+                )
+            )
+    return partitions, problems
+
+
+def safety_from_configs(response: Any) -> dict[str, TopicSafety]:
+    """The topics' safety configs from a DescribeConfigsResponse."""
+    found: dict[str, TopicSafety] = {}
+    for result in response.results:
+        if result.resource_type != CONFIG_RESOURCE_TOPIC:
+            continue
+        if result.error_code != ErrorCode.NONE:
+            detail = f": {result.error_message}" if result.error_message else ""
+            found[result.resource_name] = TopicSafety(
+                problem=error_name(result.error_code) + detail
+            )
+            continue
+        values = {c.name: c.value for c in result.configs}
+        min_isr: int | None
+        try:
+            raw = values.get(MIN_INSYNC_REPLICAS)
+            min_isr = int(raw) if raw is not None else None
+        except ValueError:
+            min_isr = None
+        unclean = (values.get(UNCLEAN_LEADER_ELECTION) or "false").strip().lower() == "true"
+        found[result.resource_name] = TopicSafety(
+            min_insync_replicas=min_isr, unclean_leader_election=unclean
+        )
+    return found
+
+
+def quorum_from_response(response: Any) -> QuorumHealth:
+    """The quorum's health from a DescribeQuorumResponse (this node's own view)."""
+    if response.error_code != ErrorCode.NONE:
+        return QuorumHealth("unknown", f"DescribeQuorum failed: {error_name(response.error_code)}")
+    partition = next(
+        (
+            p
+            for t in response.topics
+            if t.topic_name == METADATA_TOPIC
+            for p in t.partitions
+            if p.partition_index == METADATA_PARTITION
+        ),
+        None,
+    )
+    if partition is None:
+        return QuorumHealth("unknown", "DescribeQuorum named no metadata partition")
+    message = partition.error_message or None
+    # The stall alarm travels in error_message whatever the error code, so it wins.
+    if message is not None and "stalled" in message:
+        return QuorumHealth("stalled", message)
+    if partition.error_code != ErrorCode.NONE:
+        return QuorumHealth("unknown", f"DescribeQuorum: {error_name(partition.error_code)}")
+    if partition.leader_id < 0:
+        # Between elections; a quorum that stays leaderless raises the stall alarm.
+        return QuorumHealth("unknown", "no quorum leader known to this node")
+    return QuorumHealth(
+        "ok",
+        message
+        or (
+            f"leader {partition.leader_id}, epoch {partition.leader_epoch}, "
+            f"high watermark {partition.high_watermark}"
+        ),
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# Output (no I/O but click.echo in the command)
+# ---------------------------------------------------------------------------------------
+
+
+def _alarm_as_dict(alarm: PartitionAlarm) -> dict[str, Any]:
+    p = alarm.partition
+    return {
+        "topic": p.topic,
+        "partition": p.partition,
+        "leader": p.leader,
+        "replicas": list(p.replicas),
+        "isr": list(p.isr),
+        "min_insync_replicas": alarm.min_insync_replicas,
+    }
+
+
+def report_as_dict(report: HealthReport) -> dict[str, Any]:
+    return {
+        "offline_partitions": [_alarm_as_dict(a) for a in report.offline],
+        "under_min_isr_partitions": [_alarm_as_dict(a) for a in report.under_min_isr],
+        "under_replicated_partitions": [_alarm_as_dict(a) for a in report.under_replicated],
+        # Not tracked by the cluster yet: null says "unknown", never "none happened".
+        "unclean_elections": None,
+        "metadata_quorum": {"status": report.quorum.status, "message": report.quorum.message},
+        "warnings": list(report.warnings),
+        "healthy": report.healthy,
+    }
+
+
+def _ids(ids: Sequence[int]) -> str:
+    return ",".join(str(i) for i in ids) or "-"
+
+
+def _section(title: str, alarms: Sequence[PartitionAlarm], with_min_isr: bool) -> list[str]:
+    if not alarms:
+        return [f"{title}: none"]
+    width = max(len("PARTITION"), *(len(a.partition.name) for a in alarms))
+    header = f"  {'PARTITION':<{width}}  {'LEADER':>6}  {'REPLICAS':<12}  ISR"
+    lines = [f"{title}: {len(alarms)}", header + ("  (MIN ISR)" if with_min_isr else "")]
+    for a in alarms:
+        p = a.partition
+        row = f"  {p.name:<{width}}  {p.leader:>6}  {_ids(p.replicas):<12}  {_ids(p.isr)}"
+        if with_min_isr:
+            row += f"  ({a.min_insync_replicas})"
+        lines.append(row)
+    return lines
+
+
+def format_report(report: HealthReport) -> list[str]:
+    lines = _section("offline partitions", report.offline, False)
+    lines += _section("under min.insync.replicas", report.under_min_isr, True)
+    lines += _section("under-replicated partitions", report.under_replicated, False)
+    lines.append("unclean elections: none recorded (not tracked yet)")
+    quorum = report.quorum
+    lines.append(
+        f"metadata quorum: {quorum.status}" + (f" ({quorum.message})" if quorum.message else "")
+    )
+    if report.warnings:
+        lines.append(f"warnings: {len(report.warnings)}")
+        lines += [f"  {w}" for w in report.warnings]
+    else:
+        lines.append("warnings: none")
+    lines.append("healthy" if report.healthy else "ALARM")
+    return lines
+
+
+# ---------------------------------------------------------------------------------------
+# The broker conversation and the command
+# ---------------------------------------------------------------------------------------
+
+
+class ConnectionFailed(click.ClickException):
+    """The broker could not be reached or did not answer: exit status 2, like a usage
+    error, so a monitor can tell "cannot check" from "checked, and there is an alarm"."""
+
+    exit_code = 2
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    if not host or not port.isdigit():
+        raise click.BadParameter(f"{text!r} is not HOST:PORT", param_hint="--bootstrap-server")
+    return host.strip("[]"), int(port)
+
+
+async def _gather(address: tuple[str, int]) -> HealthReport:
+    peer = PeerConnection(*address, client_id="odradek-cluster-health")
+    try:
+        metadata = await peer.request(
+            MetadataRequest(topics=None, allow_auto_topic_creation=False),
+            METADATA_VERSION,
+            TIMEOUT_S,
+        )
+        partitions, problems = partitions_from_metadata(metadata)
+        names = sorted({p.topic for p in partitions})
+        safety: dict[str, TopicSafety] = {}
+        if names:
+            configs = await peer.request(
+                DescribeConfigsRequest(
+                    resources=[
+                        dcr.DescribeConfigsResource(
+                            resource_type=CONFIG_RESOURCE_TOPIC,
+                            resource_name=name,
+                            configuration_keys=[MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION],
+                        )
+                        for name in names
+                    ]
+                ),
+                DESCRIBE_CONFIGS_VERSION,
+                TIMEOUT_S,
+            )
+            safety = safety_from_configs(configs)
+        # Last on the connection: a broker without DescribeQuorum closes it.
+        quorum = await _quorum(peer)
+    finally:
+        await peer.close()
+    return evaluate(partitions, safety, quorum, problems)
+
+
+async def _quorum(peer: PeerConnection) -> QuorumHealth:
+    request = DescribeQuorumRequest(
+        topics=[
+            dqr.TopicData(
+                topic_name=METADATA_TOPIC,
+                partitions=[dqr.PartitionData(partition_index=METADATA_PARTITION)],
+            )
+        ]
+    )
+    try:
+        response = await peer.request(request, DESCRIBE_QUORUM_VERSION, TIMEOUT_S)
+    except (PeerUnavailable, TimeoutError) as e:
+        # An unsupported API closes the connection; the partitions are still worth a
+        # report, so the quorum is "unknown" rather than the whole check failing.
+        return QuorumHealth("unknown", f"DescribeQuorum not answered: {str(e) or 'timed out'}")
+    return quorum_from_response(response)
+
+
+@click.group()
+def cluster() -> None:
+    """Check the health of the whole cluster."""
+
+
+@cluster.command()
+@click.option("--bootstrap-server", required=True, help="HOST:PORT of any broker.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.pass_context
+def health(ctx: click.Context, bootstrap_server: str, as_json: bool) -> None:
+    """Offline, under-min-ISR and under-replicated partitions, the metadata quorum, and
+    unsafe topic configs. Exit status 0 when there is no alarm, 1 when there is one,
+    2 when the broker cannot be asked."""
+    address = _address(bootstrap_server)
+    try:
+        report = asyncio.run(_gather(address))
+    except PeerUnavailable as e:
+        raise ConnectionFailed(f"cannot ask the broker: {e}") from None
+    except TimeoutError:
+        raise ConnectionFailed(f"{bootstrap_server}: no answer in {TIMEOUT_S:g} s") from None
+    if as_json:
+        click.echo(json.dumps(report_as_dict(report), indent=2))
+    else:
+        for line in format_report(report):
+            click.echo(line)
+    ctx.exit(0 if report.healthy else 1)
