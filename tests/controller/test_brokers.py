@@ -677,7 +677,6 @@ def test_after_any_fencing_leaders_are_live_isr_members_and_no_isr_is_empty(
                 assert partition.leader_epoch >= leader_epochs[(topic.topic_id, p)]
 
 
-
 def test_a_cleanly_stopped_broker_re_registers_at_once_with_its_previous_epoch() -> None:
     cluster = Cluster()
     cluster.start(1)
