@@ -979,6 +979,10 @@ class ServerConfig:
         return self._int("metadata.log.max.snapshot.interval.ms")
 
     @property
+    def replica_fetch_backoff_ms(self) -> int:
+        return self._int("replica.fetch.backoff.ms")
+
+    @property
     def metadata_quorum_stall_alarm_ms(self) -> int:
         return self._int("metadata.quorum.stall.alarm.ms")
 

@@ -61,6 +61,17 @@ class GroupCall:
 
 
 @dataclass(frozen=True, slots=True)
+class AwaitReplication:
+    """acks=all: wait until each ``(topic, partition)``'s leader says the produce up to its
+    required offset is done (in the ISR, or refused); ``then(errors)`` gets the error
+    code of every partition that did not succeed."""
+
+    offsets: dict[tuple[str, int], int]
+    then: Callable[[dict[tuple[str, int], int]], Outcome]
+    timeout_ms: int = 30_000
+
+
+@dataclass(frozen=True, slots=True)
 class ControllerCall:
     """Hand a request of the controller listener (KRaft RPCs, voter changes, broker
     registration and heartbeats, AlterPartition) to the controller, which answers it
@@ -70,4 +81,13 @@ class ControllerCall:
     body: Any
 
 
-Outcome = Reply | NoReply | CommitRecords | AwaitFlush | AwaitData | GroupCall | ControllerCall
+Outcome = (
+    Reply
+    | NoReply
+    | CommitRecords
+    | AwaitFlush
+    | AwaitReplication
+    | AwaitData
+    | GroupCall
+    | ControllerCall
+)

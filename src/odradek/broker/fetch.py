@@ -11,6 +11,7 @@ to send full fetch requests, which every client supports.
 
 from __future__ import annotations
 
+from odradek.broker import replica_fetch
 from odradek.broker.effects import AwaitData, Outcome, Reply
 from odradek.broker.leader_hints import leader_hint
 from odradek.broker.state import BrokerState
@@ -38,8 +39,8 @@ def handle_fetch(state: BrokerState, header: RequestHeader, request: FetchReques
 def _attempt(
     state: BrokerState, version: int, request: FetchRequest, deadline: int, timed_out: bool
 ) -> Outcome:
-    if request.replica_id >= 0 or request.replica_state.replica_id >= 0:
-        return Reply(FetchResponse(error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER))
+    if replica_fetch.replica_of(version, request) >= 0:
+        return replica_fetch.attempt(state, version, request, deadline, timed_out)
     total = 0
     budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
     responses: list[FetchableTopicResponse] = []

@@ -1,9 +1,11 @@
 """A partition replica hosted on this node: its log plus what the broker needs around it.
 
-For now every partition here is led by this node with itself as the only in-sync
-replica; the replication layer will add followers, the ISR and its high watermark.
-With ``flush_before_ack`` (our default) the high watermark is the flushed offset, so a
-consumer never reads a record that a power loss could still take back.
+A replica is the partition's leader (``leader_state``, a
+:class:`~odradek.replication.leader.PartitionLeader`: the ISR, follower positions, the
+high watermark) or a follower (``follower_state``, a
+:class:`~odradek.replication.follower.PartitionFollower`). With ``flush_before_ack``
+(our default) the leader counts only its fsynced records towards the high watermark, so
+a consumer never reads a record that a power loss could still take back.
 """
 
 from __future__ import annotations
@@ -11,8 +13,29 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from odradek.replication.follower import PartitionFollower
+from odradek.replication.leader import PartitionLeader
 from odradek.replication.producer_state import ProducerStateManager
 from odradek.storage.log import PartitionLog
+
+
+class LogEpochs:
+    """A partition log as the replication rules read it (their ``EpochLog``)."""
+
+    __slots__ = ("log",)
+
+    def __init__(self, log: PartitionLog) -> None:
+        self.log = log
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def latest_epoch(self) -> int:
+        return self.log.epochs.latest_epoch()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.log.end_offset_for_epoch(epoch)
 
 
 @dataclass(slots=True)
@@ -30,6 +53,8 @@ class LocalPartition:
     is_leader: bool = True
     """Whether this node leads the partition (the image's leader); only the leader takes
     produce requests and serves consumers."""
+    leader_state: PartitionLeader | None = None
+    follower_state: PartitionFollower | None = None
 
     @property
     def key(self) -> tuple[str, int]:
@@ -37,6 +62,10 @@ class LocalPartition:
 
     @property
     def high_watermark(self) -> int:
+        if self.leader_state is not None:
+            return self.leader_state.high_watermark
+        if self.follower_state is not None:
+            return self.follower_state.high_watermark
         if self.flush_before_ack:
             return min(self.log.recovery_point, self.log.log_end_offset)
         return self.log.log_end_offset

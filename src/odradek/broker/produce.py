@@ -1,14 +1,16 @@
 """Produce: validate each partition's batches, append them, answer per ``acks``.
 
 acks=0 gets no response; acks=1 is answered once the leader's log holds the batches;
-acks=all (-1) is answered once the batches are in every in-sync replica and, by our
-default (``odradek.flush.before.ack``), fsynced: one group-commit flush covers many
-requests. Batches are checked by header and CRC only, never decoded record by record.
+acks=all (-1) is refused with NOT_ENOUGH_REPLICAS while the ISR is under
+``min.insync.replicas``, and otherwise answered once the high watermark passed the
+batches: every in-sync replica holds them and, by our default
+(``odradek.flush.before.ack``), the leader has fsynced them (one group-commit flush
+covers many requests). Batches are checked by header and CRC only, never decoded record by record.
 """
 
 from __future__ import annotations
 
-from odradek.broker.effects import AwaitFlush, NoReply, Outcome, Reply
+from odradek.broker.effects import AwaitFlush, AwaitReplication, NoReply, Outcome, Reply
 from odradek.broker.leader_hints import leader_hint
 from odradek.broker.state import BrokerState
 from odradek.core.errors import InvalidRecordBatchError, LogOfflineError
@@ -84,6 +86,14 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
             if refusal is not None:
                 result.error_code, result.error_message = refusal
                 continue
+            leader = partition.leader_state
+            if leader is not None:
+                # acks=all with the ISR under min.insync.replicas: refused before the
+                # append, so nothing is written that could not be acknowledged.
+                refused = leader.check_produce(acks)
+                if refused != ErrorCode.NONE:
+                    result.error_code = refused
+                    continue
             idempotent = headers[0].producer_id >= 0
             if idempotent:
                 decision = partition.producers.check(headers[0])
@@ -91,7 +101,7 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
                     # A retry of a batch already in the log: its original offsets, no append.
                     result.base_offset = decision.duplicate_of.first_offset
                     result.log_start_offset = partition.log.log_start_offset
-                    if acks == -1 and state.settings.flush_before_ack:
+                    if acks == -1:
                         waits[key] = decision.duplicate_of.last_offset + 1
                     continue
                 if not decision.append:
@@ -108,17 +118,22 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
                 partition.producers.update(
                     headers[0], info.first_offset, info.last_offset, info.max_timestamp
                 )
+            if leader is not None:
+                leader.on_append(partition.log.log_end_offset)
+                state.records_appended(key)
             result.base_offset = info.first_offset
             result.log_start_offset = partition.log.log_start_offset
-            if acks == -1 and state.settings.flush_before_ack:
+            if acks == -1:
                 waits[key] = info.last_offset + 1
         responses.append(TopicProduceResponse(name=topic.name, partition_responses=partitions))
     response = ProduceResponse(responses=responses, node_endpoints=list(endpoints.values()))
     if acks == 0:
         return NoReply()
-    if waits:
-        return AwaitFlush(waits, lambda: _after_flush(state, response, waits))
-    return Reply(response)
+    if not waits:
+        return Reply(response)
+    if state.settings.flush_before_ack:
+        return AwaitFlush(waits, lambda: _after_flush(state, response, waits, request.timeout_ms))
+    return _await_replication(state, response, waits, request.timeout_ms)
 
 
 def _refuse(headers: list[BatchHeader], max_message_bytes: int) -> tuple[ErrorCode, str] | None:
@@ -140,7 +155,10 @@ def _refuse(headers: list[BatchHeader], max_message_bytes: int) -> tuple[ErrorCo
 
 
 def _after_flush(
-    state: BrokerState, response: ProduceResponse, waits: dict[tuple[str, int], int]
+    state: BrokerState,
+    response: ProduceResponse,
+    waits: dict[tuple[str, int], int],
+    timeout_ms: int,
 ) -> Outcome:
     for topic in response.responses:
         for result in topic.partition_responses:
@@ -149,4 +167,36 @@ def _after_flush(
             if key in waits and (partition is None or partition.log.offline is not None):
                 result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
                 result.error_message = "the log went offline before the batch was flushed"
-    return Reply(response)
+    return _await_replication(state, response, waits, timeout_ms)
+
+
+def _await_replication(
+    state: BrokerState,
+    response: ProduceResponse,
+    waits: dict[tuple[str, int], int],
+    timeout_ms: int,
+) -> Outcome:
+    """acks=all: wait until the in-sync replicas hold the batches (the leader's high
+    watermark passed them), or the leader says they cannot."""
+    replicated = {
+        key: offset
+        for key, offset in waits.items()
+        if (p := state.partitions.get(key)) is not None and p.leader_state is not None
+    }
+    if not replicated:
+        return Reply(response)
+
+    def answer(errors: dict[tuple[str, int], int]) -> Outcome:
+        for topic in response.responses:
+            for result in topic.partition_responses:
+                error = errors.get((topic.name, result.index), ErrorCode.NONE)
+                if error != ErrorCode.NONE and result.error_code == ErrorCode.NONE:
+                    result.error_code = error
+                    result.error_message = (
+                        "the in-sync replicas fell below min.insync.replicas"
+                        if error == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                        else None
+                    )
+        return Reply(response)
+
+    return AwaitReplication(replicated, answer, timeout_ms)

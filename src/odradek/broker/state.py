@@ -34,6 +34,10 @@ def _accept_all(configs: dict[str, str]) -> dict[str, str]:
     return dict(configs)
 
 
+def _ignore(key: tuple[str, int]) -> None:
+    pass
+
+
 @dataclass(slots=True)
 class BrokerState:
     settings: BrokerSettings
@@ -43,6 +47,11 @@ class BrokerState:
     now_ms: int = 0
     validate_topic_configs: Callable[[dict[str, str]], dict[str, str]] = _accept_all
     """Raises ConfigError naming the key for an unknown key or a bad value."""
+    replication_changed: Callable[[tuple[str, int]], None] = _ignore
+    """Called when a partition's high watermark or ISR moved (a follower's fetch): the
+    shell completes acks=all produces and wakes consumers waiting on it."""
+    records_appended: Callable[[tuple[str, int]], None] = _ignore
+    """Called when a leader appended records: the shell wakes followers' fetches."""
 
     def led_partition(self, key: tuple[str, int]) -> LocalPartition | None:
         """The partition when this node is its leader; None when it is not hosted here or

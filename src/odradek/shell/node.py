@@ -47,6 +47,7 @@ from odradek.broker.config import ServerConfig
 from odradek.broker.effects import (
     AwaitData,
     AwaitFlush,
+    AwaitReplication,
     CommitRecords,
     ControllerCall,
     GroupCall,
@@ -99,6 +100,7 @@ from odradek.shell.controller_service import ControllerService
 from odradek.shell.peer_client import PeerConnection, PeerUnavailable
 from odradek.shell.quorum import NotController, QuorumConfig, QuorumDriver
 from odradek.shell.real_fs import RealFileSystem
+from odradek.shell.replication import ReplicationService
 from odradek.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
 from odradek.storage.fs import FileSystem, join, write_file_atomically
 from odradek.storage.group_commit import FlushWaiters
@@ -181,6 +183,8 @@ class Node:
         self._image_generation = 0
         self._forward_peers: dict[tuple[str, int], PeerConnection] = {}
         self._lifecycle_task: asyncio.Task[None] | None = None
+        self.replication: ReplicationService | None = None
+        self._checkpointed_hw: dict[tuple[str, int], int] = {}
         # Metadata bytes committed since the last snapshot, and when it was taken.
         self._snapshot_bytes = 0
         self._snapshot_taken_ms = now_ms()
@@ -396,6 +400,17 @@ class Node:
             json.dumps(document).encode(),
         )
 
+    def _controller_address(self) -> tuple[str, int] | None:
+        if self.quorum is None or self.quorum.raft.leader is None:
+            return None
+        return self.quorum.address_of(self.quorum.raft.leader)
+
+    def _wake_readers(self, key: tuple[str, int]) -> None:
+        """New records or a new high watermark: long-polling fetches of ``key`` retry."""
+        for future in self._data_waiters.pop(key, set()):
+            if not future.done():
+                future.set_result(None)
+
     def _lifecycle_task_cancel(self) -> None:
         if self._lifecycle_task is not None:
             self._lifecycle_task.cancel()
@@ -415,6 +430,16 @@ class Node:
         if cfg.metadata_log_dir == cfg.log_dir:
             # Checkpointed with the partitions (its recovery point matters at start).
             self.log_dir.logs[(METADATA_TOPIC, 0)] = self.raft_log.partition
+        self._checkpointed_hw = dict(self.log_dir.high_watermarks())
+        self.replication = ReplicationService(
+            self.state,
+            cfg.server,
+            self._await_flush,
+            lambda: self.lifecycle.broker_epoch if self.lifecycle is not None else -1,
+            self._controller_address,
+            self._wake_readers,
+        )
+        self.state.records_appended = self._wake_readers
         self._sync_partitions()
         self._load_offsets_partitions()
         self._server = await asyncio.start_server(
@@ -440,6 +465,7 @@ class Node:
         self._lifecycle_task = asyncio.create_task(self.lifecycle.run())
         self._tasks += [
             self._lifecycle_task,
+            asyncio.create_task(self.replication.isr_ticker()),
             asyncio.create_task(self._flusher()),
             asyncio.create_task(self._housekeeping()),
             asyncio.create_task(self._group_ticker()),
@@ -468,6 +494,8 @@ class Node:
                 await task
         if self.lifecycle is not None:
             await self.lifecycle.close()
+        if self.replication is not None:
+            await self.replication.close()
         for peer in self._forward_peers.values():
             await peer.close()
         self._flush_all()
@@ -619,6 +647,8 @@ class Node:
                     wanted[(topic.name, index)] = (topic, p)
         for key in list(self.state.partitions):
             if key not in wanted:
+                if self.replication is not None:
+                    self.replication.fail_waiters(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 del self.state.partitions[key]
                 if key in self.log_dir.logs:
                     self.log_dir.delete_log(*key)
@@ -639,23 +669,38 @@ class Node:
             current = self.state.partitions.get(key)
             if current is not None:
                 current.max_message_bytes = max_message_bytes
-            if current is None or current.leader_epoch != p.leader_epoch:
-                # A new leader epoch: this node's role may have changed with it.
-                self.state.partitions[key] = LocalPartition(
-                    topic=key[0],
-                    index=key[1],
-                    topic_id=topic.topic_id,
-                    log=partition_log,
-                    leader_epoch=p.leader_epoch,
-                    flush_before_ack=self.config.settings.flush_before_ack,
-                    producers=(
-                        current.producers
-                        if current is not None
-                        else self._load_producers(partition_log)
-                    ),
-                    max_message_bytes=max_message_bytes,
-                    is_leader=p.leader == me,
-                )
+            rebuild = current is None or current.leader_epoch != p.leader_epoch
+            if not rebuild and current is not None and self.replication is not None:
+                rebuild = self.replication.assign(current, topic, p)
+            if not rebuild:
+                continue
+            # A new leader epoch: this node's role may have changed with it.
+            if current is not None and self.replication is not None:
+                self.replication.fail_waiters(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            high_watermark = (
+                current.high_watermark if current is not None else self._checkpointed_hw.get(key, 0)
+            )
+            leads = p.leader == me
+            # A follower's producer state was not kept; a new leader rebuilds it.
+            keep_producers = current is not None and (current.is_leader or not leads)
+            partition = LocalPartition(
+                topic=key[0],
+                index=key[1],
+                topic_id=topic.topic_id,
+                log=partition_log,
+                leader_epoch=p.leader_epoch,
+                flush_before_ack=self.config.settings.flush_before_ack,
+                producers=(
+                    current.producers
+                    if current is not None and keep_producers
+                    else self._load_producers(partition_log)
+                ),
+                max_message_bytes=max_message_bytes,
+                is_leader=leads,
+            )
+            self.state.partitions[key] = partition
+            if self.replication is not None:
+                self.replication.new_role(partition, p, high_watermark)
 
     # --- Idempotent producers -------------------------------------------------------
 
@@ -988,6 +1033,13 @@ class Node:
             elif isinstance(outcome, AwaitFlush):
                 await self._await_flush(outcome.offsets)
                 outcome = outcome.then()
+            elif isinstance(outcome, AwaitReplication):
+                assert self.replication is not None
+                errors = await self.replication.await_replication(
+                    outcome.offsets, outcome.timeout_ms
+                )
+                self.state.now_ms = now_ms()
+                outcome = outcome.then(errors)
             elif isinstance(outcome, AwaitData):
                 timed_out = await self._await_data(outcome.partitions, outcome.deadline_ms)
                 self.state.now_ms = now_ms()
@@ -1101,9 +1153,9 @@ class Node:
         if self._pending_flush:
             self._flush_wakeup.set()
         for partition, _ in tickets:
-            for future in self._data_waiters.pop(partition.key, set()):
-                if not future.done():
-                    future.set_result(None)
+            if self.replication is not None:
+                self.replication.on_flushed(partition)
+            self._wake_readers(partition.key)
 
     async def _await_data(self, partitions: frozenset[tuple[str, int]], deadline_ms: int) -> bool:
         loop = asyncio.get_running_loop()

@@ -1,0 +1,119 @@
+"""Fetch from a follower (``replica_id`` set): the leader's side of replication.
+
+Each partition's position is checked against the leader's history first (current leader
+epoch, then the diverging-epoch check of KIP-320); only a position on that history is
+reported to the partition's :class:`~odradek.replication.leader.PartitionLeader`, which
+may then move the high watermark. Records go up to the log end, not the high watermark:
+a follower must be able to hold what the leader holds before it is counted. An empty
+answer waits for new records (``AwaitData``) up to ``max_wait_ms``.
+"""
+
+from __future__ import annotations
+
+from odradek.broker.effects import AwaitData, Outcome, Reply
+from odradek.broker.leader_hints import leader_hint
+from odradek.broker.partition import LogEpochs
+from odradek.broker.state import BrokerState
+from odradek.core.errors import LogOfflineError, OffsetOutOfRangeError
+from odradek.protocol.error_codes import ErrorCode
+from odradek.protocol.messages import FetchRequest, FetchResponse
+from odradek.protocol.messages.fetch_response import (
+    EpochEndOffset,
+    FetchableTopicResponse,
+    PartitionData,
+)
+from odradek.replication.leader import diverging_epoch
+
+TOPIC_IDS_VERSION = 13
+REPLICA_STATE_VERSION = 15
+
+
+def replica_of(version: int, request: FetchRequest) -> int:
+    """The fetching broker's id (-1 for a consumer)."""
+    if version >= REPLICA_STATE_VERSION:
+        return request.replica_state.replica_id
+    return request.replica_id
+
+
+def attempt(
+    state: BrokerState, version: int, request: FetchRequest, deadline: int, timed_out: bool
+) -> Outcome:
+    replica = replica_of(version, request)
+    total = 0
+    budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
+    responses: list[FetchableTopicResponse] = []
+    watched: set[tuple[str, int]] = set()
+    for topic in request.topics:
+        name = topic.topic
+        if version >= TOPIC_IDS_VERSION:
+            found = state.image.topics_by_id.get(topic.topic_id)
+            name = found.name if found is not None else ""
+        out = FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id)
+        responses.append(out)
+        for wanted in topic.partitions:
+            data = PartitionData(partition_index=wanted.partition, high_watermark=-1, records=b"")
+            out.partitions.append(data)
+            key = (name, wanted.partition)
+            partition = state.partitions.get(key)
+            leader = partition.leader_state if partition is not None else None
+            if partition is None or leader is None:
+                data.error_code = (
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER
+                    if name in state.image.topics_by_name
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
+                hint = leader_hint(state, name, wanted.partition) if name else None
+                if hint is not None:
+                    data.current_leader.leader_id = hint.leader_id
+                    data.current_leader.leader_epoch = hint.leader_epoch
+                continue
+            error = leader.check_leader_epoch(wanted.current_leader_epoch)
+            if error != ErrorCode.NONE:
+                data.error_code = error
+                data.current_leader.leader_id = state.settings.node_id
+                data.current_leader.leader_epoch = leader.leader_epoch
+                continue
+            log = partition.log
+            data.log_start_offset = log.log_start_offset
+            data.high_watermark = leader.high_watermark
+            diverged = diverging_epoch(
+                LogEpochs(log), wanted.fetch_offset, wanted.last_fetched_epoch
+            )
+            if diverged is not None:
+                # The follower's log parts from ours: it truncates there and asks again.
+                data.diverging_epoch = EpochEndOffset(epoch=diverged[0], end_offset=diverged[1])
+                continue
+            if not log.log_start_offset <= wanted.fetch_offset <= log.log_end_offset:
+                data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                continue
+            change = leader.on_follower_fetch(replica, wanted.fetch_offset, state.now_ms)
+            if change.error != ErrorCode.NONE:
+                data.error_code = change.error
+                continue
+            if change.recheck_acks:
+                state.replication_changed(key)
+            data.high_watermark = leader.high_watermark
+            data.last_stable_offset = leader.high_watermark
+            watched.add(key)
+            if budget <= 0 or wanted.fetch_offset >= log.log_end_offset:
+                continue
+            limit = min(wanted.partition_max_bytes, budget)
+            try:
+                found_range = log.read(wanted.fetch_offset, max(limit, 1))
+            except OffsetOutOfRangeError:
+                data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+                continue
+            except LogOfflineError:
+                data.error_code = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            if found_range is not None:
+                data.records = found_range
+                total += found_range.length
+                budget -= found_range.length
+    if total >= max(request.min_bytes, 1) or timed_out or request.max_wait_ms <= 0 or not watched:
+        return Reply(FetchResponse(responses=responses, session_id=0))
+    return AwaitData(
+        frozenset(watched),
+        deadline,
+        lambda expired: attempt(state, version, request, deadline, expired),
+    )

@@ -1,0 +1,497 @@
+"""Partition replication on a broker: roles, acks=all waiters, fetchers, ISR changes.
+
+This module drives the pure replication cores (:mod:`odradek.replication.leader`,
+:mod:`odradek.replication.follower`) for every partition the node hosts:
+
+* :meth:`ReplicationService.assign` gives each hosted partition its role from the
+  metadata image (a ``PartitionLeader`` for the leader of a leader epoch, a
+  ``PartitionFollower`` otherwise) and keeps them current as registrations change;
+* acks=all produces wait in :meth:`ReplicationService.await_replication` until the
+  leader says they are done (in the ISR) or refused;
+* one fetcher task per source broker pulls that broker's partitions (Fetch with the
+  replica id), appends as follower, truncates on a diverging epoch, and, with
+  flush-before-ack, flushes before it asks again, so that the offset it reports is
+  durable here;
+* an ISR ticker sends the leaders' AlterPartition proposals to the active controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from odradek.broker.config import ServerConfig
+from odradek.broker.partition import LocalPartition, LogEpochs
+from odradek.broker.state import BrokerState
+from odradek.broker.topic_config import effective_topic_value
+from odradek.controller.image import PartitionImage, TopicImage
+from odradek.core.errors import ConfigError, LogOfflineError
+from odradek.protocol.error_codes import ErrorCode
+from odradek.protocol.messages import AlterPartitionRequest, FetchRequest
+from odradek.protocol.messages import alter_partition_request as apr
+from odradek.protocol.messages import fetch_request as fq
+from odradek.protocol.messages.alter_partition_response import (
+    PartitionData as AlterPartitionResponsePartition,
+)
+from odradek.replication.follower import (
+    FollowerAction,
+    FollowerFetch,
+    FollowerRegistrationAction,
+    PartitionFollower,
+)
+from odradek.replication.leader import (
+    AlterPartitionAction,
+    IsrProposal,
+    PartitionLeader,
+    PartitionRegistration,
+    RegistrationAction,
+)
+from odradek.shell.peer_client import PeerConnection, PeerUnavailable
+
+log = logging.getLogger("odradek.replication")
+
+FETCH_VERSION = 16
+ALTER_PARTITION_VERSION = 3
+ISR_TICK_S = 0.2
+ISR_RETRY_MS = 500
+FETCHER_IDLE_S = 0.05
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def registration_of(p: PartitionImage) -> PartitionRegistration:
+    return PartitionRegistration(
+        tuple(p.replicas), tuple(p.isr), p.leader, p.leader_epoch, p.partition_epoch
+    )
+
+
+class ReplicationService:
+    def __init__(
+        self,
+        state: BrokerState,
+        server: ServerConfig,
+        await_flush: Callable[[dict[tuple[str, int], int]], Awaitable[None]],
+        broker_epoch: Callable[[], int],
+        controller_address: Callable[[], tuple[str, int] | None],
+        wake_readers: Callable[[tuple[str, int]], None],
+    ) -> None:
+        self.state = state
+        self.server = server
+        self.await_flush = await_flush
+        self.broker_epoch = broker_epoch
+        self.controller_address = controller_address
+        self.wake_readers = wake_readers
+        self.node_id = state.settings.node_id
+        self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[int]]]] = {}
+        self._fetchers: dict[int, asyncio.Task[None]] = {}
+        self._peers: dict[tuple[str, int], PeerConnection] = {}
+        self._isr_retry: dict[tuple[str, int], tuple[IsrProposal, int]] = {}
+        self._isr_task: asyncio.Task[None] | None = None
+        state.replication_changed = self.replication_changed
+
+    # ------------------------------------------------------------------ roles
+
+    def min_insync_replicas(self, topic: str, replicas: int) -> int:
+        """The topic's ``min.insync.replicas``; unset, a majority of its replicas (our
+        safer default: 2 of 3)."""
+        try:
+            value = effective_topic_value(
+                self.server, self.state.image.configs, topic, self.node_id, "min.insync.replicas"
+            )
+        except ConfigError:
+            value = None
+        if isinstance(value, int) and value > 0:
+            return value
+        return replicas // 2 + 1
+
+    def assign(self, partition: LocalPartition, topic: TopicImage, p: PartitionImage) -> bool:
+        """Give ``partition`` its role for registration ``p``; True when the caller must
+        build a new LocalPartition (a new leader epoch) rather than keep this one."""
+        registration = registration_of(p)
+        leader = partition.leader_state
+        follower = partition.follower_state
+        if leader is not None:
+            outcome = leader.on_registration(registration)
+            if outcome.action is RegistrationAction.OBSOLETE:
+                self.fail_waiters(partition.key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                return True
+            if outcome.change.recheck_acks:
+                self.replication_changed(partition.key)
+            return False
+        if follower is not None:
+            action = follower.on_registration(registration)
+            if action is FollowerRegistrationAction.APPLIED:
+                self._ensure_fetcher(follower.leader_id)
+            return action is FollowerRegistrationAction.OBSOLETE
+        return True
+
+    def new_role(self, partition: LocalPartition, p: PartitionImage, high_watermark: int) -> None:
+        """Set up the role of a partition built for a new leader epoch."""
+        registration = registration_of(p)
+        log_ = partition.log
+        if p.leader == self.node_id:
+            partition.is_leader = True
+            partition.leader_state = PartitionLeader(
+                replica_id=self.node_id,
+                registration=registration,
+                log_end_offset=log_.log_end_offset,
+                durable_end_offset=min(log_.recovery_point, log_.log_end_offset),
+                high_watermark=high_watermark,
+                min_insync_replicas=self.min_insync_replicas(partition.topic, len(p.replicas)),
+                replica_lag_time_max_ms=self.server.replica_lag_time_max_ms,
+                now_ms=now_ms(),
+                flush_before_ack=partition.flush_before_ack,
+            )
+            partition.follower_state = None
+        else:
+            partition.is_leader = False
+            partition.leader_state = None
+            partition.follower_state = PartitionFollower(
+                replica_id=self.node_id,
+                registration=registration,
+                log=LogEpochs(log_),
+                high_watermark=high_watermark,
+                replica_fetch_backoff_ms=self.server.replica_fetch_backoff_ms,
+            )
+            self._ensure_fetcher(p.leader)
+
+    # ------------------------------------------------------------------ acks=all
+
+    def replication_changed(self, key: tuple[str, int]) -> None:
+        """The partition's high watermark or ISR moved: answer what is done, wake readers."""
+        partition = self.state.partitions.get(key)
+        waiters = self._waiters.get(key)
+        if waiters:
+            leader = partition.leader_state if partition is not None else None
+            if leader is None:
+                self.fail_waiters(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            else:
+                done = leader.completed((future, required) for required, future in waiters)
+                finished = set()
+                for future, error in done:
+                    finished.add(id(future))
+                    if not future.done():
+                        future.set_result(int(error))
+                self._waiters[key] = [w for w in waiters if id(w[1]) not in finished]
+        self.wake_readers(key)
+
+    def fail_waiters(self, key: tuple[str, int], error: int) -> None:
+        for _, future in self._waiters.pop(key, []):
+            if not future.done():
+                future.set_result(error)
+
+    def on_flushed(self, partition: LocalPartition) -> None:
+        leader = partition.leader_state
+        if leader is None or leader.is_obsolete:
+            return
+        durable = min(partition.log.recovery_point, partition.log.log_end_offset)
+        if durable > leader.durable_end_offset and durable <= leader.log_end_offset:
+            change = leader.on_flush(durable)
+            if change.recheck_acks:
+                self.replication_changed(partition.key)
+
+    async def await_replication(
+        self, offsets: dict[tuple[str, int], int], timeout_ms: int
+    ) -> dict[tuple[str, int], int]:
+        """Wait for each partition's acks=all outcome; the errors of those that failed."""
+        loop = asyncio.get_running_loop()
+        futures: dict[tuple[str, int], asyncio.Future[int]] = {}
+        for key, required in offsets.items():
+            future: asyncio.Future[int] = loop.create_future()
+            futures[key] = future
+            self._waiters.setdefault(key, []).append((required, future))
+            self.replication_changed(key)
+        errors: dict[tuple[str, int], int] = {}
+        try:
+            async with asyncio.timeout(max(timeout_ms, 1) / 1000):
+                await asyncio.gather(*futures.values())
+        except TimeoutError:
+            pass
+        for key, future in futures.items():
+            if future.done():
+                if future.result() != ErrorCode.NONE:
+                    errors[key] = future.result()
+            else:
+                errors[key] = ErrorCode.REQUEST_TIMED_OUT
+                self._waiters[key] = [w for w in self._waiters.get(key, []) if w[1] is not future]
+        return errors
+
+    # ------------------------------------------------------------------ fetchers
+
+    def _ensure_fetcher(self, leader_id: int) -> None:
+        if leader_id < 0:
+            return
+        task = self._fetchers.get(leader_id)
+        if task is None or task.done():
+            self._fetchers[leader_id] = asyncio.get_running_loop().create_task(
+                self._fetch_from(leader_id)
+            )
+
+    def _followed_from(self, leader_id: int) -> list[LocalPartition]:
+        return [
+            p
+            for p in self.state.partitions.values()
+            if p.follower_state is not None and p.follower_state.leader_id == leader_id
+        ]
+
+    def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
+        broker = self.state.image.brokers.get(broker_id)
+        if broker is None or not broker.endpoints:
+            return None
+        return (broker.endpoints[0].host, broker.endpoints[0].port)
+
+    def _peer(self, address: tuple[str, int], purpose: str) -> PeerConnection:
+        key = (f"{address[0]}|{purpose}", address[1])
+        peer = self._peers.get(key)
+        if peer is None:
+            peer = PeerConnection(*address, client_id=f"replica-{self.node_id}-{purpose}")
+            self._peers[key] = peer
+        return peer
+
+    async def _fetch_from(self, leader_id: int) -> None:
+        """Pull every partition this node follows from ``leader_id``, forever."""
+        wait_ms = self.server.replica_fetch_wait_max_ms
+        max_bytes = self.server.replica_fetch_max_bytes
+        while True:
+            now = now_ms()
+            fetches: dict[tuple[str, int], tuple[LocalPartition, FollowerFetch]] = {}
+            for partition in self._followed_from(leader_id):
+                assert partition.follower_state is not None
+                fetch = partition.follower_state.next_fetch(now)
+                if fetch is not None:
+                    fetches[partition.key] = (partition, fetch)
+            address = self._broker_address(leader_id)
+            if not fetches or address is None or self.broker_epoch() < 0:
+                for partition, fetch in fetches.values():
+                    assert partition.follower_state is not None
+                    partition.follower_state.on_fetch_failed(fetch, now)
+                await asyncio.sleep(FETCHER_IDLE_S)
+                continue
+            request = self._fetch_request(fetches, wait_ms, max_bytes)
+            try:
+                response = await self._peer(address, "fetch").request(
+                    request, FETCH_VERSION, (wait_ms + 30_000) / 1000
+                )
+            except (PeerUnavailable, TimeoutError) as e:
+                log.debug("fetch from broker %d failed: %s", leader_id, e)
+                for partition, fetch in fetches.values():
+                    assert partition.follower_state is not None
+                    partition.follower_state.on_fetch_failed(fetch, now_ms())
+                await asyncio.sleep(FETCHER_IDLE_S)
+                continue
+            flush_offsets = self._apply_fetch(fetches, response)
+            if flush_offsets:
+                # The next fetch reports these offsets to the leader, which counts them
+                # towards the high watermark: they must be durable here first.
+                await self.await_flush(flush_offsets)
+
+    def _fetch_request(
+        self,
+        fetches: dict[tuple[str, int], tuple[LocalPartition, FollowerFetch]],
+        wait_ms: int,
+        max_bytes: int,
+    ) -> FetchRequest:
+        topics: dict[Any, list[fq.FetchPartition]] = {}
+        for partition, fetch in fetches.values():
+            topics.setdefault(partition.topic_id, []).append(
+                fq.FetchPartition(
+                    partition=partition.index,
+                    current_leader_epoch=fetch.current_leader_epoch,
+                    fetch_offset=fetch.fetch_offset,
+                    last_fetched_epoch=fetch.last_fetched_epoch,
+                    log_start_offset=-1,
+                    partition_max_bytes=max_bytes,
+                )
+            )
+        return FetchRequest(
+            replica_state=fq.ReplicaState(
+                replica_id=self.node_id, replica_epoch=self.broker_epoch()
+            ),
+            max_wait_ms=wait_ms,
+            min_bytes=1,
+            max_bytes=10 * max_bytes,
+            topics=[fq.FetchTopic(topic_id=t, partitions=ps) for t, ps in topics.items()],
+        )
+
+    def _apply_fetch(
+        self,
+        fetches: dict[tuple[str, int], tuple[LocalPartition, FollowerFetch]],
+        response: Any,
+    ) -> dict[tuple[str, int], int]:
+        """Carry out each partition's decision; the offsets to flush before the next fetch."""
+        now = now_ms()
+        by_key: dict[tuple[str, int], Any] = {}
+        for topic in response.responses:
+            found = self.state.image.topics_by_id.get(topic.topic_id)
+            if found is None:
+                continue
+            for data in topic.partitions:
+                by_key[(found.name, data.partition_index)] = data
+        flush: dict[tuple[str, int], int] = {}
+        for key, (partition, fetch) in fetches.items():
+            follower = partition.follower_state
+            if follower is None or self.state.partitions.get(key) is not partition:
+                continue  # the role changed while the fetch was out
+            data = by_key.get(key)
+            if data is None:
+                follower.on_fetch_failed(fetch, now)
+                continue
+            if response.error_code != ErrorCode.NONE and data.error_code == ErrorCode.NONE:
+                data.error_code = response.error_code
+            decision = follower.on_fetch_response(fetch, data, now)
+            try:
+                self._carry_out(partition, follower, decision, data, now, flush)
+            except LogOfflineError as e:
+                log.error("%s-%d: %s", partition.topic, partition.index, e)
+        return flush
+
+    def _carry_out(
+        self,
+        partition: LocalPartition,
+        follower: PartitionFollower,
+        decision: Any,
+        data: Any,
+        now: int,
+        flush: dict[tuple[str, int], int],
+    ) -> None:
+        log_ = partition.log
+        action = decision.action
+        if action is FollowerAction.APPEND:
+            records = data.records
+            if records is not None and len(records):
+                chunk = records if isinstance(records, memoryview) else memoryview(bytes(records))
+                log_.append_as_follower(chunk, now)
+            follower.update_high_watermark(data.high_watermark)
+            if partition.flush_before_ack and log_.recovery_point < log_.log_end_offset:
+                flush[partition.key] = log_.log_end_offset
+        elif action is FollowerAction.TRUNCATE:
+            if decision.below_high_watermark:
+                log.warning(
+                    "%s-%d: truncating to %d below the high watermark: %s",
+                    partition.topic,
+                    partition.index,
+                    decision.offset,
+                    decision.reason,
+                )
+            log_.truncate_to(decision.offset, now, f"replication: {decision.reason}")
+        elif action is FollowerAction.TRUNCATE_FULLY:
+            log_.truncate_fully_and_start_at(
+                decision.offset, now, f"replication: {decision.reason}"
+            )
+        elif action is FollowerAction.LIST_LEADER_OFFSETS:
+            follower.on_leader_offsets_failed(now)
+
+    # ------------------------------------------------------------------ ISR changes
+
+    async def isr_ticker(self) -> None:
+        """Send the leaders' ISR changes (AlterPartition) to the active controller."""
+        while True:
+            await asyncio.sleep(ISR_TICK_S)
+            now = now_ms()
+            ineligible = {
+                b.broker_id
+                for b in self.state.image.brokers.values()
+                if b.fenced or b.in_controlled_shutdown
+            }
+            for key, partition in list(self.state.partitions.items()):
+                leader = partition.leader_state
+                if leader is None or leader.is_obsolete:
+                    continue
+                retry = self._isr_retry.get(key)
+                if retry is not None:
+                    proposal, retry_at = retry
+                    if now < retry_at or leader.pending_proposal != proposal:
+                        if leader.pending_proposal != proposal:
+                            del self._isr_retry[key]
+                        continue
+                    del self._isr_retry[key]
+                else:
+                    found = leader.isr_change(now, ineligible)
+                    if found is None:
+                        continue
+                    proposal = found
+                    log.info(
+                        "%s-%d: proposing ISR %s (added %s, removed %s)",
+                        partition.topic,
+                        partition.index,
+                        list(proposal.new_isr),
+                        list(proposal.added),
+                        list(proposal.removed),
+                    )
+                await self._send_alter_partition(partition, leader, proposal)
+
+    async def _send_alter_partition(
+        self, partition: LocalPartition, leader: PartitionLeader, proposal: IsrProposal
+    ) -> None:
+        address = self.controller_address()
+        answer: AlterPartitionResponsePartition
+        if address is None:
+            answer = AlterPartitionResponsePartition(error_code=ErrorCode.NOT_CONTROLLER)
+        else:
+            request = AlterPartitionRequest(
+                broker_id=self.node_id,
+                broker_epoch=self.broker_epoch(),
+                topics=[
+                    apr.TopicData(
+                        topic_id=partition.topic_id,
+                        partitions=[
+                            apr.PartitionData(
+                                partition_index=partition.index,
+                                leader_epoch=proposal.leader_epoch,
+                                new_isr_with_epochs=[
+                                    apr.BrokerState(broker_id=b, broker_epoch=self._epoch_of(b))
+                                    for b in proposal.new_isr
+                                ],
+                                leader_recovery_state=0,
+                                partition_epoch=proposal.partition_epoch,
+                            )
+                        ],
+                    )
+                ],
+            )
+            try:
+                response = await self._peer(address, "isr").request(
+                    request, ALTER_PARTITION_VERSION, 10.0
+                )
+                answer = _partition_answer(response)
+            except (PeerUnavailable, TimeoutError):
+                answer = AlterPartitionResponsePartition(error_code=ErrorCode.REQUEST_TIMED_OUT)
+        outcome = leader.on_alter_partition_result(proposal, answer)
+        if outcome.action is AlterPartitionAction.RETRY:
+            self._isr_retry[partition.key] = (proposal, now_ms() + ISR_RETRY_MS)
+        if outcome.change.recheck_acks:
+            self.replication_changed(partition.key)
+
+    def _epoch_of(self, broker_id: int) -> int:
+        broker = self.state.image.brokers.get(broker_id)
+        return broker.epoch if broker is not None else -1
+
+    async def close(self) -> None:
+        tasks = list(self._fetchers.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for peer in self._peers.values():
+            await peer.close()
+        for key in list(self._waiters):
+            self.fail_waiters(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+def _partition_answer(response: Any) -> AlterPartitionResponsePartition:
+    if response.error_code != ErrorCode.NONE or not response.topics:
+        return AlterPartitionResponsePartition(
+            error_code=response.error_code or ErrorCode.UNKNOWN_SERVER_ERROR
+        )
+    partitions = response.topics[0].partitions
+    if not partitions:
+        return AlterPartitionResponsePartition(error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
+    answer: AlterPartitionResponsePartition = partitions[0]
+    return answer

@@ -1,0 +1,133 @@
+"""Replication on real processes: acks=all survives killing the partition leader.
+
+Three combined nodes, a topic with replication factor 3 (min.insync.replicas defaults to
+2). confluent-kafka produces with acks=all (idempotent) while the partition's leader is
+killed with SIGKILL and restarted, twice. Every acknowledged value must then be read back
+exactly once, in the order it was acknowledged.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.integration.cluster import Cluster, ClusterNode
+
+FAST_FAILOVER = (
+    "broker.session.timeout.ms=2000\n"
+    "broker.heartbeat.interval.ms=200\n"
+    "replica.lag.time.max.ms=2000\n"
+    "controller.quorum.election.timeout.ms=500\n"
+    "controller.quorum.fetch.timeout.ms=1000\n"
+)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(tmp_path, 3, extra=FAST_FAILOVER)
+    c.start()
+    yield c
+    c.stop()
+
+
+def partition_leader(bootstrap: str, topic: str) -> int:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    meta: Any = admin.list_topics(topic=topic, timeout=10).topics[topic]
+    leader: int = meta.partitions[0].leader
+    return leader
+
+
+class Writer(threading.Thread):
+    """Produces increasing values with acks=all and records what was acknowledged."""
+
+    def __init__(self, bootstrap: str, topic: str) -> None:
+        super().__init__(daemon=True)
+        self.topic = topic
+        self.producer = Producer(
+            {
+                "bootstrap.servers": bootstrap,
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 2,
+                "message.timeout.ms": 60_000,
+            }
+        )
+        self.acknowledged: list[int] = []
+        self.failed = 0
+        self.stopping = threading.Event()
+
+    def delivered(self, err: Any, msg: Any) -> None:
+        if err is None:
+            self.acknowledged.append(int(msg.value()))
+        else:
+            self.failed += 1
+
+    def run(self) -> None:
+        value = 0
+        while not self.stopping.is_set():
+            self.producer.produce(self.topic, str(value).encode(), callback=self.delivered)
+            value += 1
+            self.producer.poll(0.002)
+        self.producer.flush(90)
+
+
+def read_all(bootstrap: str, topic: str, expected: int) -> list[int]:
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "checker",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values: list[int] = []
+    deadline = time.monotonic() + 60
+    while len(values) < expected and time.monotonic() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is not None and msg.error() is None:
+            values.append(int(msg.value() or b"-1"))
+    consumer.close()
+    return values
+
+
+def kill_and_restart(cluster: Cluster, leader_id: int) -> None:
+    node: ClusterNode = cluster.nodes[leader_id - 1]
+    node.kill()
+    time.sleep(4)  # the partition fails over to another in-sync replica meanwhile
+    node.start()
+
+
+def test_acks_all_survives_killing_the_leader_twice(cluster: Cluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("acked", num_partitions=1, replication_factor=3)])[
+        "acked"
+    ].result(30)
+    writer = Writer(cluster.bootstrap, "acked")
+    writer.start()
+    time.sleep(2)
+    first = partition_leader(cluster.bootstrap, "acked")
+    kill_and_restart(cluster, first)
+    time.sleep(3)
+    second = partition_leader(cluster.bootstrap, "acked")
+    assert second != first or second != -1
+    kill_and_restart(cluster, second)
+    time.sleep(3)
+    writer.stopping.set()
+    writer.join(120)
+    acknowledged = writer.acknowledged
+    assert len(acknowledged) > 100, "the writer made progress"
+    read = read_all(cluster.bootstrap, "acked", len(acknowledged))
+    position = {v: i for i, v in enumerate(read)}
+    lost = [v for v in acknowledged if v not in position]
+    assert not lost, f"{len(lost)} acknowledged values lost, e.g. {lost[:10]}"
+    assert len(read) == len(set(read)), "a value was read twice"
+    offsets = [position[v] for v in sorted(acknowledged)]
+    assert offsets == sorted(offsets), "acknowledged values out of order"
