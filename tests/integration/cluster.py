@@ -43,8 +43,11 @@ def odradek(*args: str) -> str:
 
 
 class ClusterNode:
-    def __init__(self, root: Path, node_id: int, extra: str) -> None:
+    def __init__(
+        self, root: Path, node_id: int, extra: str, roles: str = "broker,controller"
+    ) -> None:
         self.node_id = node_id
+        self.roles = roles
         self.port = free_port()
         self.controller_port = free_port()
         self.dir = root / f"node-{node_id}"
@@ -55,11 +58,15 @@ class ClusterNode:
         self.process: subprocess.Popen[str] | None = None
 
     def write_config(self, bootstrap: str) -> None:
+        listeners = []
+        if "broker" in self.roles:
+            listeners.append(f"PLAINTEXT://127.0.0.1:{self.port}")
+        if "controller" in self.roles:
+            listeners.append(f"CONTROLLER://127.0.0.1:{self.controller_port}")
         self.config.write_text(
-            "process.roles=broker,controller\n"
+            f"process.roles={self.roles}\n"
             f"node.id={self.node_id}\n"
-            f"listeners=PLAINTEXT://127.0.0.1:{self.port},"
-            f"CONTROLLER://127.0.0.1:{self.controller_port}\n"
+            f"listeners={','.join(listeners)}\n"
             "controller.listener.names=CONTROLLER\n"
             f"controller.quorum.bootstrap.servers={bootstrap}\n"
             f"log.dirs={self.dir / 'data'}\n" + self.extra
@@ -68,6 +75,10 @@ class ClusterNode:
     @property
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    @property
+    def is_broker(self) -> bool:
+        return "broker" in self.roles
 
     def start(self, wait: bool = True) -> None:
         log = open(self.dir / "node.log", "a")  # noqa: SIM115 - closed with the process
@@ -82,6 +93,8 @@ class ClusterNode:
             self.wait_started()
 
     def wait_started(self) -> None:
+        if not self.is_broker:
+            return  # a controller prints no bootstrap line
         assert self.process is not None and self.process.stdout is not None
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
@@ -109,28 +122,41 @@ class ClusterNode:
 
 
 class Cluster:
-    def __init__(self, root: Path, size: int = 3, extra: str = "") -> None:
-        self.nodes = [ClusterNode(root, i + 1, extra) for i in range(size)]
-        bootstrap = ",".join(f"127.0.0.1:{n.controller_port}" for n in self.nodes)
+    """``size`` combined nodes; or, with ``controllers``, that many controller-only nodes
+    (ids 101, 102, ...) and ``size`` broker-only nodes (ids 1..size)."""
+
+    def __init__(self, root: Path, size: int = 3, extra: str = "", controllers: int = 0) -> None:
+        if controllers:
+            self.controllers = [
+                ClusterNode(root, 101 + i, extra, "controller") for i in range(controllers)
+            ]
+            self.nodes = [ClusterNode(root, i + 1, extra, "broker") for i in range(size)]
+        else:
+            self.nodes = [ClusterNode(root, i + 1, extra) for i in range(size)]
+            self.controllers = list(self.nodes)
+        everyone = list(dict.fromkeys([*self.controllers, *self.nodes]))
+        self.everyone = everyone
+        bootstrap = ",".join(f"127.0.0.1:{n.controller_port}" for n in self.controllers)
         initial = ",".join(
             f"{n.node_id}@127.0.0.1:{n.controller_port}:{to_kafka_str(n.directory_id)}"
-            for n in self.nodes
+            for n in self.controllers
         )
-        for n in self.nodes:
+        for n in everyone:
             n.write_config(bootstrap)
+            flags = ["--initial-controllers", initial] if "controller" in n.roles else []
             odradek(
                 "storage", "format", "--config", str(n.config), "--cluster-id", CLUSTER_ID,
-                "--initial-controllers", initial,
+                *flags,
             )  # fmt: skip
 
     def start(self) -> None:
-        for n in self.nodes:
+        for n in self.everyone:
             n.start(wait=False)
-        for n in self.nodes:
+        for n in self.everyone:
             n.wait_started()
 
     def stop(self) -> None:
-        for n in self.nodes:
+        for n in self.everyone:
             n.stop()
 
     @property
@@ -140,7 +166,7 @@ class Cluster:
     def controller_leader(self) -> int:
         import json
 
-        for n in self.nodes:
+        for n in self.controllers:
             if n.process is None or n.process.poll() is not None:
                 continue
             out = odradek(

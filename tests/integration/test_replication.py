@@ -131,3 +131,59 @@ def test_acks_all_survives_killing_the_leader_twice(cluster: Cluster) -> None:
     assert len(read) == len(set(read)), "a value was read twice"
     offsets = [position[v] for v in sorted(acknowledged)]
     assert offsets == sorted(offsets), "acknowledged values out of order"
+
+
+def test_committed_offsets_survive_losing_the_group_coordinator(cluster: Cluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("work", num_partitions=1, replication_factor=3)])["work"].result(
+        30
+    )
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(100):
+        producer.produce("work", str(i).encode())
+    assert producer.flush(30) == 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "g",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe(["work"])
+    seen: list[int] = []
+    deadline = time.monotonic() + 60
+    while len(seen) < 50 and time.monotonic() < deadline:
+        msg = consumer.poll(1.0)
+        if msg is not None and msg.error() is None:
+            seen.append(int(msg.value() or b"-1"))
+    assert seen[:50] == list(range(50))
+    consumer.commit(offsets=[TopicPartition("work", 0, 50)], asynchronous=False)
+    consumer.close()
+    # The offsets topic is replicated like any topic: three replicas here.
+    offsets_meta: Any = admin.list_topics(topic="__consumer_offsets", timeout=10).topics[
+        "__consumer_offsets"
+    ]
+    assert all(len(p.replicas) == 3 for p in offsets_meta.partitions.values())
+    described = admin.describe_consumer_groups(["g"])["g"].result(30)
+    coordinator = described.coordinator.id
+    cluster.nodes[coordinator - 1].kill()
+    # Another broker takes over the group's offsets partition, committed offset included.
+    survivor = next(n for n in cluster.nodes if n.node_id != coordinator)
+    resumed = Consumer(
+        {
+            "bootstrap.servers": survivor.bootstrap,
+            "group.id": "g",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    resumed.subscribe(["work"])
+    first = None
+    deadline = time.monotonic() + 60
+    while first is None and time.monotonic() < deadline:
+        msg = resumed.poll(1.0)
+        if msg is not None and msg.error() is None:
+            first = int(msg.value() or b"-1")
+    resumed.close()
+    assert first == 50, f"resumed at {first}, not at the committed offset 50"

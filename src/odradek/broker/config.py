@@ -979,6 +979,10 @@ class ServerConfig:
         return self._int("metadata.log.max.snapshot.interval.ms")
 
     @property
+    def offsets_commit_timeout_ms(self) -> int:
+        return self._int("offsets.commit.timeout.ms")
+
+    @property
     def replica_fetch_backoff_ms(self) -> int:
         return self._int("replica.fetch.backoff.ms")
 

@@ -55,6 +55,10 @@ class LocalPartition:
     produce requests and serves consumers."""
     leader_state: PartitionLeader | None = None
     follower_state: PartitionFollower | None = None
+    follower_broker_epochs: dict[int, int] = field(default_factory=dict)
+    """On the leader: the broker epoch each follower last fetched with (KIP-903). A
+    follower joins the ISR only with fetches from its current registration, never on
+    positions it reported before a restart."""
 
     @property
     def key(self) -> tuple[str, int]:

@@ -86,6 +86,7 @@ def attempt(
             if not log.log_start_offset <= wanted.fetch_offset <= log.log_end_offset:
                 data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue
+            partition.follower_broker_epochs[replica] = request.replica_state.replica_epoch
             change = leader.on_follower_fetch(replica, wanted.fetch_offset, state.now_ms)
             if change.error != ErrorCode.NONE:
                 data.error_code = change.error

@@ -28,6 +28,9 @@ class BrokerSettings:
     auto_create_topics: bool = True
     message_max_bytes: int = 1_048_588
     flush_before_ack: bool = True
+    is_broker: bool = True
+    """False on a controller-only node, which runs forwarded admin requests but hosts no
+    partitions: it must never place replicas on itself."""
 
 
 def _accept_all(configs: dict[str, str]) -> dict[str, str]:
@@ -61,7 +64,9 @@ class BrokerState:
 
     def live_brokers(self) -> list[int]:
         live = {b.broker_id for b in self.image.brokers.values() if not b.fenced}
-        live.add(self.settings.node_id)
+        if self.settings.is_broker:
+            # This broker counts even before its own registration reached the image.
+            live.add(self.settings.node_id)
         return sorted(live)
 
     def default_replication_factor(self) -> int:

@@ -15,6 +15,7 @@ from odradek import __version__
 from odradek.broker.config import ServerConfig
 from odradek.cli.cluster import cluster
 from odradek.cli.dev_cluster import run_dev_cluster
+from odradek.cli.quarantine import quarantine
 from odradek.cli.quorum import quorum
 from odradek.core.errors import ConfigError, CorruptLogError
 from odradek.core.kafka_uuid import from_kafka_str, to_kafka_str
@@ -245,3 +246,4 @@ def _check_one_quorum_flag(
 
 main.add_command(quorum)
 main.add_command(cluster)
+main.add_command(quarantine)

@@ -743,9 +743,17 @@ class Node:
     def _load_offsets_partitions(self) -> None:
         """Become the coordinator of every ``__consumer_offsets`` partition led here,
         rebuilding its groups from the partition's records."""
+        for index in sorted(self._loaded_offsets_partitions):
+            hosted = self.state.partitions.get((groups.OFFSETS_TOPIC, index))
+            if hosted is None or not hosted.is_leader:
+                # Another broker leads it now and coordinates its groups.
+                self._loaded_offsets_partitions.discard(index)
+                self._apply_group_output(self.groups.unload(index, now_ms=now_ms()))
         for (topic, index), partition in self.state.partitions.items():
             if topic != groups.OFFSETS_TOPIC or index in self._loaded_offsets_partitions:
                 continue
+            if not partition.is_leader:
+                continue  # a follower replicates the partition; its leader coordinates
             records: list[tuple[bytes, bytes | None]] = []
             for batch in _batches(partition.log):
                 for record in decode_records(batch):
@@ -785,12 +793,14 @@ class Node:
 
     def _write_group_records(self, write: Write) -> None:
         """Append a write to its ``__consumer_offsets`` partition; report it once durable."""
-        partition = self.state.partitions.get((groups.OFFSETS_TOPIC, write.partition))
+        partition = self.state.led_partition((groups.OFFSETS_TOPIC, write.partition))
         now = now_ms()
-        if partition is None:
-            output = self.groups.write_completed(
-                write.write_id, now_ms=now, error=ErrorCode.NOT_LEADER_OR_FOLLOWER
-            )
+        refused = ErrorCode.NOT_LEADER_OR_FOLLOWER if partition is None else ErrorCode.NONE
+        if partition is not None and partition.leader_state is not None:
+            # Group state is written like an acks=all produce: only with enough replicas.
+            refused = partition.leader_state.check_produce(-1)
+        if partition is None or refused != ErrorCode.NONE:
+            output = self.groups.write_completed(write.write_id, now_ms=now, error=refused)
             self._apply_group_output(output)
             return
         batch = bytearray(
@@ -810,6 +820,9 @@ class Node:
                 )
             )
             return
+        if partition.leader_state is not None:
+            partition.leader_state.on_append(partition.log.log_end_offset)
+            self._wake_readers(partition.key)
         task = asyncio.create_task(
             self._complete_group_write(write, partition, info.last_offset + 1)
         )
@@ -820,7 +833,15 @@ class Node:
         self, write: Write, partition: LocalPartition, end_offset: int
     ) -> None:
         await self._await_flush({partition.key: end_offset})
-        error = ErrorCode.NONE if partition.log.offline is None else ErrorCode.KAFKA_STORAGE_ERROR
+        error: int = (
+            ErrorCode.NONE if partition.log.offline is None else ErrorCode.KAFKA_STORAGE_ERROR
+        )
+        if error == ErrorCode.NONE and self.replication is not None:
+            # Durable here is not enough: the in-sync replicas must hold it too.
+            errors = await self.replication.await_replication(
+                {partition.key: end_offset}, self.config.server.offsets_commit_timeout_ms
+            )
+            error = errors.get(partition.key, ErrorCode.NONE)
         self._apply_group_output(
             self.groups.write_completed(write.write_id, now_ms=now_ms(), error=error)
         )

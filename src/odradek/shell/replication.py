@@ -412,17 +412,32 @@ class ReplicationService:
                         continue
                     del self._isr_retry[key]
                 else:
-                    found = leader.isr_change(now, ineligible)
+                    # KIP-903: only fetches made under a follower's current registration
+                    # count; a position from before its restart may be gone.
+                    stale = {
+                        r
+                        for r in leader.replicas
+                        if partition.follower_broker_epochs.get(r) != self._epoch_of(r)
+                    }
+                    found = leader.isr_change(now, ineligible | stale)
                     if found is None:
                         continue
                     proposal = found
                     log.info(
-                        "%s-%d: proposing ISR %s (added %s, removed %s)",
+                        "%s-%d: proposing ISR %s (added %s, removed %s; log end %d, high "
+                        "watermark %d, followers %s)",
                         partition.topic,
                         partition.index,
                         list(proposal.new_isr),
                         list(proposal.added),
                         list(proposal.removed),
+                        leader.log_end_offset,
+                        leader.high_watermark,
+                        {
+                            r: (f.log_end_offset, now - f.last_caught_up_time_ms)
+                            for r in leader.replicas
+                            if (f := leader.follower_state(r)) is not None
+                        },
                     )
                 await self._send_alter_partition(partition, leader, proposal)
 
@@ -445,7 +460,14 @@ class ReplicationService:
                                 partition_index=partition.index,
                                 leader_epoch=proposal.leader_epoch,
                                 new_isr_with_epochs=[
-                                    apr.BrokerState(broker_id=b, broker_epoch=self._epoch_of(b))
+                                    apr.BrokerState(
+                                        broker_id=b,
+                                        broker_epoch=(
+                                            self.broker_epoch()
+                                            if b == self.node_id
+                                            else partition.follower_broker_epochs.get(b, -1)
+                                        ),
+                                    )
                                     for b in proposal.new_isr
                                 ],
                                 leader_recovery_state=0,
