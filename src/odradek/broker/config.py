@@ -1054,6 +1054,14 @@ class ServerConfig:
         return self._bool("auto.create.topics.enable")
 
     @property
+    def leader_imbalance_check_interval_seconds(self) -> int:
+        return self._int("leader.imbalance.check.interval.seconds")
+
+    @property
+    def leader_imbalance_per_broker_percentage(self) -> int:
+        return self._int("leader.imbalance.per.broker.percentage")
+
+    @property
     def auto_leader_rebalance_enable(self) -> bool:
         return self._bool("auto.leader.rebalance.enable")
 

@@ -30,6 +30,7 @@ from typing import Any
 from odradek.broker.effects import ControllerCall, Outcome
 from odradek.controller.controller import QuorumControllerState
 from odradek.controller.image import MetadataImage
+from odradek.controller.preferred import imbalanced_partitions, preferred_election
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import (
     AddRaftVoterRequest,
@@ -203,6 +204,25 @@ class ControllerService:
 
         The caller holds :attr:`write_lock`."""
         await self.quorum.propose([encode_metadata_record(r) for r in records])
+
+    async def rebalance_leaders(self, threshold_percent: int) -> None:
+        """Automatic preferred leader election (``auto.leader.rebalance.enable``): move
+        leadership back to preferred replicas where a broker's imbalance exceeds
+        ``leader.imbalance.per.broker.percentage``."""
+        async with self.write_lock:
+            state = self._controller_state()
+            if state is None:
+                return
+            image = self.image()
+            records, _ = preferred_election(image, imbalanced_partitions(image, threshold_percent))
+            if records:
+                log.info(
+                    "rebalancing leadership to preferred replicas: %d partitions", len(records)
+                )
+                try:
+                    await self.commit(list(records))
+                except NotController:
+                    return
 
     async def expire_sessions(self) -> None:
         """Fence the brokers whose session timed out (run on a timer)."""

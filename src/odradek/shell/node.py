@@ -35,6 +35,7 @@ from typing import Any
 from odradek.broker import (
     cluster,
     configs,
+    elect_leaders,
     fetch,
     groups,
     list_offsets,
@@ -76,6 +77,7 @@ from odradek.protocol.messages import (
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeQuorumRequest,
+    ElectLeadersRequest,
     EnvelopeRequest,
     FetchRequest,
     FindCoordinatorRequest,
@@ -283,6 +285,11 @@ class Node:
                     offsets_topic_num_partitions=self.group_config.offsets_topic_num_partitions,
                     offsets_topic_replication_factor=self.offsets_topic_replication_factor,
                 ),
+            ),
+            (
+                ElectLeadersRequest.API_KEY,
+                elect_leaders.VERSIONS,
+                lambda h, b: elect_leaders.handle_elect_leaders(s, h, b),
             ),
             (
                 InitProducerIdRequest.API_KEY,
@@ -630,11 +637,20 @@ class Node:
         log.info("metadata snapshot %s written (%d records)", snapshot, len(records))
 
     async def _controller_ticker(self) -> None:
-        """On the active controller: fence brokers whose session expired."""
+        """On the active controller: fence brokers whose session expired; move leadership
+        back to preferred replicas every ``leader.imbalance.check.interval.seconds``."""
         assert self.controller is not None
+        server = self.config.server
+        interval_ms = server.leader_imbalance_check_interval_seconds * 1000
+        last_rebalance = now_ms()
         while True:
             await asyncio.sleep(0.1)
             await self.controller.expire_sessions()
+            if server.auto_leader_rebalance_enable and now_ms() - last_rebalance >= interval_ms:
+                last_rebalance = now_ms()
+                await self.controller.rebalance_leaders(
+                    server.leader_imbalance_per_broker_percentage
+                )
 
     def _sync_partitions(self) -> None:
         """Host exactly the partitions the image assigns to this node."""
