@@ -115,6 +115,7 @@ class ControllerService:
         self.write_lock = asyncio.Lock()
         self._state: QuorumControllerState | None = None
         self._state_epoch: int | None = None
+        self.offline: dict[tuple[str, int], list[int]] = {}
 
     # ------------------------------------------------------------------ dispatch
 
@@ -204,6 +205,29 @@ class ControllerService:
 
         The caller holds :attr:`write_lock`."""
         await self.quorum.propose([encode_metadata_record(r) for r in records])
+
+    def check_offline(self) -> None:
+        """The offline-partition alarm: a partition with no leader (no eligible replica
+        is alive) is logged when it goes offline and again when it has a leader back.
+        Nothing is elected from outside the ISR to end it (see unclean.leader.election)."""
+        image = self.image()
+        now_offline: dict[tuple[str, int], list[int]] = {}
+        for topic in image.topics_by_name.values():
+            for index, partition in topic.partitions.items():
+                if partition.leader < 0:
+                    now_offline[(topic.name, index)] = list(partition.isr)
+        for (name, index), isr in sorted(now_offline.items()):
+            if (name, index) not in self.offline:
+                log.error(
+                    "partition %s-%d offline: no eligible leader is alive (ISR %s); it "
+                    "stays offline until one of them returns",
+                    name,
+                    index,
+                    isr,
+                )
+        for name, index in sorted(set(self.offline) - set(now_offline)):
+            log.warning("partition %s-%d has a leader again", name, index)
+        self.offline = now_offline
 
     async def rebalance_leaders(self, threshold_percent: int) -> None:
         """Automatic preferred leader election (``auto.leader.rebalance.enable``): move

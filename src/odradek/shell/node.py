@@ -646,6 +646,8 @@ class Node:
         while True:
             await asyncio.sleep(0.1)
             await self.controller.expire_sessions()
+            if self.quorum is not None and self.quorum.is_leader:
+                self.controller.check_offline()
             if server.auto_leader_rebalance_enable and now_ms() - last_rebalance >= interval_ms:
                 last_rebalance = now_ms()
                 await self.controller.rebalance_leaders(
