@@ -1,14 +1,25 @@
-"""A follower refuses what only the leader may do, and tells the client who leads."""
+"""A follower refuses what only the leader may do and names the leader; the leader
+answers where its epochs end (OffsetForLeaderEpoch)."""
 
 from __future__ import annotations
 
 from odradek.broker.fetch import handle_fetch
 from odradek.broker.list_offsets import handle_list_offsets
+from odradek.broker.offset_for_leader_epoch import handle_offset_for_leader_epoch
 from odradek.broker.produce import handle_produce
 from odradek.protocol.error_codes import ErrorCode
-from odradek.protocol.messages import FetchRequest, ListOffsetsRequest, ProduceRequest
+from odradek.protocol.messages import (
+    FetchRequest,
+    ListOffsetsRequest,
+    OffsetForLeaderEpochRequest,
+    ProduceRequest,
+)
 from odradek.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from odradek.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
+from odradek.protocol.messages.offset_for_leader_epoch_request import (
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
 from odradek.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
 from tests.broker.harness import batch, header, new_harness
 
@@ -84,3 +95,37 @@ def test_consumer_fetch_and_list_offsets_on_a_follower_are_refused() -> None:
     )
     listed = h.carry(handle_list_offsets(h.state, header(ListOffsetsRequest.API_KEY, 7), offsets))
     assert listed.topics[0].partitions[0].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_offset_for_leader_epoch_answers_where_each_epoch_ends() -> None:
+    h = new_harness()
+    h.add_topic("t")
+    partition = h.partition("t")
+    partition.log.append_as_leader(batch(3), 0, 1000)  # epoch 0: offsets 0-2
+    partition.log.append_as_leader(batch(2), 4, 1000)  # epoch 4: offsets 3-4
+    partition.leader_epoch = 4
+
+    def ask(epoch: int, current: int = -1) -> tuple[int, int, int]:
+        request = OffsetForLeaderEpochRequest(
+            topics=[
+                OffsetForLeaderTopic(
+                    topic="t",
+                    partitions=[
+                        OffsetForLeaderPartition(
+                            partition=0, current_leader_epoch=current, leader_epoch=epoch
+                        )
+                    ],
+                )
+            ]
+        )
+        outcome = handle_offset_for_leader_epoch(
+            h.state, header(OffsetForLeaderEpochRequest.API_KEY, 4), request
+        )
+        result = h.carry(outcome).topics[0].partitions[0]
+        return result.error_code, result.leader_epoch, result.end_offset
+
+    assert ask(0) == (ErrorCode.NONE, 0, 3)
+    assert ask(2) == (ErrorCode.NONE, 0, 3)  # the largest epoch not above 2 ends at 3
+    assert ask(4) == (ErrorCode.NONE, 4, 5)
+    assert ask(4, current=3)[0] == ErrorCode.FENCED_LEADER_EPOCH
+    assert ask(4, current=5)[0] == ErrorCode.UNKNOWN_LEADER_EPOCH

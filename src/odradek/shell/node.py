@@ -39,6 +39,7 @@ from odradek.broker import (
     fetch,
     groups,
     list_offsets,
+    offset_for_leader_epoch,
     partitions_admin,
     produce,
     topics,
@@ -85,6 +86,7 @@ from odradek.protocol.messages import (
     InitProducerIdRequest,
     ListOffsetsRequest,
     MetadataRequest,
+    OffsetForLeaderEpochRequest,
     ProduceRequest,
 )
 from odradek.protocol.metadata import NoOpRecord
@@ -285,6 +287,11 @@ class Node:
                     offsets_topic_num_partitions=self.group_config.offsets_topic_num_partitions,
                     offsets_topic_replication_factor=self.offsets_topic_replication_factor,
                 ),
+            ),
+            (
+                OffsetForLeaderEpochRequest.API_KEY,
+                offset_for_leader_epoch.VERSIONS,
+                lambda h, b: offset_for_leader_epoch.handle_offset_for_leader_epoch(s, h, b),
             ),
             (
                 ElectLeadersRequest.API_KEY,
