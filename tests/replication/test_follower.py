@@ -233,6 +233,23 @@ def test_a_divergence_that_truncates_nothing_backs_off_instead_of_looping() -> N
     assert decision.action is FollowerAction.BACKOFF and decision.retry_at_ms == 1 + BACKOFF_MS
 
 
+def test_an_unused_epoch_at_our_log_end_is_dropped_instead_of_backing_off_forever() -> None:
+    # Regression (replication simulator, seed 373): we led epoch 3 from offset 61 and
+    # appended nothing, then the leader of epoch 7 (which never saw epoch 3) answered
+    # our fetch (61, last epoch 3) with the diverging epoch 1@61. No record is cut, but
+    # the cache entry 3@61 must go, or every later fetch names epoch 3 again and gets
+    # the same answer: the follower backed off forever and never caught up.
+    log = FakeLog([(0, 0), (1, 27), (3, 61)], end=61)
+    follower = make_follower(log, high_watermark=61)
+    request = fetch(follower)
+    assert request.last_fetched_epoch == 3
+    decision = follower.on_fetch_response(request, response(diverging=(1, 61)), 1)
+    assert decision.action is FollowerAction.TRUNCATE and decision.offset == 61
+    assert not decision.below_high_watermark and follower.high_watermark == 61
+    log.truncate_to(decision.offset)
+    assert fetch(follower, 2) == FollowerFetch(0, 5, 61, 1)
+
+
 @settings(max_examples=300, deadline=None)
 @given(
     starts=st.lists(st.integers(0, 5), min_size=1, max_size=5),

@@ -1,15 +1,18 @@
-"""The offline-partition alarm of the active controller."""
+"""The active controller's partition alarms: offline partitions, unclean elections."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
 
 from odradek.protocol.metadata import PartitionChangeRecord
+from odradek.protocol.metadata_record import decode_metadata_record
 from odradek.shell.controller_service import ControllerService
-from tests.broker.harness import new_harness
+from tests.broker.harness import CLUSTER_ID, new_harness
 
 
 async def _forward(payload: bytes) -> bytes:
@@ -37,3 +40,41 @@ def test_a_leaderless_partition_raises_the_alarm_once_and_clears_it(
     service.check_offline()
     assert service.offline == {}
     assert any("has a leader again" in r.getMessage() for r in caplog.records)
+
+
+class FakeQuorum:
+    """The leader side of the metadata quorum: proposals commit at once into the image."""
+
+    writable = True
+
+    def __init__(self, replay: Any) -> None:
+        self.replay = replay
+        self.raft = SimpleNamespace(epoch=1)
+
+    async def propose(self, records: list[bytes]) -> int:
+        self.replay([decode_metadata_record(r)[0] for r in records])
+        return 0
+
+
+def test_unclean_election_only_where_enabled_and_logged_as_loss(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    h = new_harness()
+    h.register_broker(2)
+    h.register_broker(3)
+    h.add_topic("safe", [[2, 3]])
+    h.add_topic("unsafe", [[2, 3]])
+    for name in ("safe", "unsafe"):
+        topic_id = h.image.topics_by_name[name].topic_id
+        # Broker 2, the last ISR member, is gone; broker 3 is alive but out of sync.
+        h.replay([PartitionChangeRecord(partition_id=0, topic_id=topic_id, leader=-1, isr=[2])])
+    h.register_broker(2, fenced=True)
+    service = ControllerService(
+        cast(Any, FakeQuorum(h.replay)), lambda: h.image, CLUSTER_ID, 9000, _forward
+    )
+    caplog.set_level(logging.ERROR, logger="odradek.controller")
+    asyncio.run(service.unclean_elections(lambda topic: topic == "unsafe"))
+    assert h.image.topics_by_name["safe"].partitions[0].leader == -1
+    unsafe = h.image.topics_by_name["unsafe"].partitions[0]
+    assert (unsafe.leader, unsafe.isr) == (3, [3])
+    assert any("UNCLEAN leader election for unsafe-0" in r.getMessage() for r in caplog.records)

@@ -45,6 +45,21 @@ def test_leader_append_assigns_dense_offsets_and_epoch_in_place() -> None:
     assert log.epochs.entries() == [(5, 0)]
 
 
+def test_a_new_leader_epoch_starts_at_the_log_end_before_any_append() -> None:
+    disk = new_disk()
+    log = new_log(disk)
+    log.append_as_leader(memoryview(batch(3)), leader_epoch=1, now_ms=1)
+    log.assign_leader_epoch(4)
+    # A follower asking about epoch 2 (unknown here) learns that epoch 1 ends at 3.
+    assert log.end_offset_for_epoch(2) == (1, 3)
+    assert log.end_offset_for_epoch(4) == (4, 3)
+    log.flush(2)
+    log.close()
+    # Recovery rebuilds the cache from the batches: an epoch that wrote nothing is gone
+    # after a restart, and a node that leads again assigns its new epoch again.
+    assert reopen(disk, recovery_point=3).epochs.entries() == [(1, 0)]
+
+
 def test_follower_append_keeps_offsets_and_learns_epochs() -> None:
     leader = new_log(new_disk(1))
     leader.append_as_leader(memoryview(batch(2)), 1, 0)

@@ -339,6 +339,18 @@ class PartitionFollower:
     ) -> FollowerDecision:
         log_end_offset = self._log.log_end_offset
         target = truncation_offset(self._log, leader_epoch, leader_end_offset)
+        if target >= log_end_offset and self._log.latest_epoch() > leader_epoch:
+            # Nothing to cut but our latest epoch, which began at our log end and holds
+            # no record: a leadership here that appended nothing. The leader does not
+            # know that epoch; as long as it stays in our cache every fetch names it and
+            # gets the same answer, forever. Truncating to the log end drops just that
+            # entry (Kafka's truncateTo does the same), and the next fetch names the
+            # epoch before it. Found by the replication simulator, seed 373.
+            return self._truncate_to(
+                log_end_offset,
+                f"diverging epoch {leader_epoch}@{leader_end_offset}: drop our unused "
+                f"epoch {self._log.latest_epoch()} at the log end",
+            )
         if target >= log_end_offset:
             # The leader says we diverge, but the epochs leave nothing to cut: retrying
             # at once would loop; a later fetch (or new metadata) settles it.

@@ -29,6 +29,7 @@ from typing import Any
 
 from odradek.broker.effects import ControllerCall, Outcome
 from odradek.controller.controller import QuorumControllerState
+from odradek.controller.elections import unclean_leader_election
 from odradek.controller.image import MetadataImage
 from odradek.controller.preferred import imbalanced_partitions, preferred_election
 from odradek.protocol.error_codes import ErrorCode
@@ -228,6 +229,46 @@ class ControllerService:
         for name, index in sorted(set(self.offline) - set(now_offline)):
             log.warning("partition %s-%d has a leader again", name, index)
         self.offline = now_offline
+
+    async def unclean_elections(self, enabled_for: Callable[[str], bool]) -> None:
+        """Elect an out-of-sync replica for a leaderless partition, only where the
+        operator enabled ``unclean.leader.election.enable`` for its topic (default
+        false). It is logged as the data loss it may be: records only the old ISR held
+        are gone, and every replica that must drop them moves them into quarantine."""
+        async with self.write_lock:
+            state = self._controller_state()
+            if state is None:
+                return
+            image = self.image()
+            records = []
+            for name in sorted(image.topics_by_name):
+                if not enabled_for(name):
+                    continue
+                topic = image.topics_by_name[name]
+                for index in sorted(topic.partitions):
+                    record = unclean_leader_election(
+                        image,
+                        topic,
+                        index,
+                        topic.partitions[index],
+                        unclean_leader_election_enable=True,
+                    )
+                    if record is not None:
+                        log.error(
+                            "UNCLEAN leader election for %s-%d: replica %d was out of sync "
+                            "(ISR %s) and now leads; acknowledged records only the old ISR "
+                            "held are lost (replicas that truncate move them to quarantine)",
+                            name,
+                            index,
+                            record.leader,
+                            topic.partitions[index].isr,
+                        )
+                        records.append(record)
+            if records:
+                try:
+                    await self.commit(records)
+                except NotController:
+                    return
 
     async def rebalance_leaders(self, threshold_percent: int) -> None:
         """Automatic preferred leader election (``auto.leader.rebalance.enable``): move

@@ -654,12 +654,26 @@ class Node:
             await asyncio.sleep(0.1)
             await self.controller.expire_sessions()
             if self.quorum is not None and self.quorum.is_leader:
+                await self.controller.unclean_elections(self._unclean_election_enabled)
                 self.controller.check_offline()
             if server.auto_leader_rebalance_enable and now_ms() - last_rebalance >= interval_ms:
                 last_rebalance = now_ms()
                 await self.controller.rebalance_leaders(
                     server.leader_imbalance_per_broker_percentage
                 )
+
+    def _unclean_election_enabled(self, topic: str) -> bool:
+        try:
+            value = effective_topic_value(
+                self.config.server,
+                self.state.image.configs,
+                topic,
+                self.config.settings.node_id,
+                "unclean.leader.election.enable",
+            )
+        except ConfigError:
+            return False
+        return value is True
 
     def _sync_partitions(self) -> None:
         """Host exactly the partitions the image assigns to this node."""

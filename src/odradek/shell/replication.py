@@ -137,6 +137,8 @@ class ReplicationService:
         log_ = partition.log
         if p.leader == self.node_id:
             partition.is_leader = True
+            if log_.epochs.latest_epoch() < p.leader_epoch:
+                log_.assign_leader_epoch(p.leader_epoch)
             partition.leader_state = PartitionLeader(
                 replica_id=self.node_id,
                 registration=registration,

@@ -347,6 +347,14 @@ class PartitionLog:
         return self._append(records, patched, now_ms)
 
     @_guarded
+    @_guarded
+    def assign_leader_epoch(self, leader_epoch: int) -> None:
+        """Start ``leader_epoch`` at the log end (Kafka's ``maybeAssignEpochStartOffset``,
+        done on becoming leader): the epoch then exists in the cache even before this
+        leader appends, so followers are checked against it at once."""
+        if self.epochs.assign(leader_epoch, self.log_end_offset):
+            self._write_epochs()
+
     def append_as_follower(self, records: memoryview, now_ms: int) -> AppendInfo:
         """Append batches fetched from the leader, keeping their offsets and epochs."""
         headers = validate_batches(records)

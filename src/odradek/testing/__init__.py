@@ -9,4 +9,9 @@ below ``shell`` and no I/O module (asyncio, socket, signal).
 * :mod:`odradek.testing.raft_sim`: the KRaft quorum simulator (production ``RaftNode``
   cores, :mod:`~odradek.testing.sim_network` links and partitions,
   :mod:`~odradek.testing.sim_raft_log` logs that a crash cuts back to what was flushed).
+* :mod:`odradek.testing.replication_sim`: partition replication on simulated brokers
+  (production ``PartitionLeader``/``PartitionFollower`` cores and the real controller
+  state machine) under partitions, crashes and pauses, with acks=all clients.
+* :mod:`odradek.testing.produce_history`: the checker of a produce history with
+  Jepsen's definitions (acknowledged, lost, duplicated, inconsistent offsets).
 """

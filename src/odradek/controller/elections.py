@@ -1,0 +1,97 @@
+"""Unclean leader election: the controller's last resort, off by default.
+
+This module owns the one rule Kafka's ``PartitionChangeBuilder.electLeader`` applies
+when ``unclean.leader.election.enable`` is true and no ISR member can lead: pick a live
+replica that is *not* in the ISR, make it the leader with an ISR of itself alone, and
+mark the partition ``RECOVERING`` (KIP-704) so that the new leader recovers alone
+before anyone joins it.
+
+Why it is off by default, and why it is a separate, clearly named option: the chosen
+replica may lack records the old ISR acknowledged. When the old leader comes back it
+truncates its log to the new leader's, and those acknowledged records are gone (the
+Jepsen analysis of Kafka 0.8). ``tests/replication/test_simulation.py`` runs exactly
+that scenario and shows the loss; the safe default (no unclean election, the ISR never
+empty) keeps the partition offline instead until an ISR member returns.
+
+Pure: an image goes in, ``PartitionChangeRecord`` values come out; the caller appends
+them and replays them into the image like every other controller record. ``brokers.py``
+does not call this yet; today the simulator's controller step does (after each command,
+for every partition left without a leader).
+"""
+
+from __future__ import annotations
+
+from odradek.controller.brokers import is_active
+from odradek.controller.image import (
+    LEADER_RECOVERY_RECOVERING,
+    NO_LEADER,
+    MetadataImage,
+    PartitionImage,
+    TopicImage,
+)
+from odradek.protocol.metadata import PartitionChangeRecord
+
+__all__ = [
+    "UNCLEAN_LEADER_ELECTION_ENABLE",
+    "unclean_leader_election",
+    "unclean_leader_elections",
+]
+
+UNCLEAN_LEADER_ELECTION_ENABLE = "unclean.leader.election.enable"
+"""Kafka's topic and broker config key; false by default, in Kafka and here."""
+
+
+def unclean_leader_election(
+    image: MetadataImage,
+    topic: TopicImage,
+    partition_id: int,
+    partition: PartitionImage,
+    *,
+    unclean_leader_election_enable: bool,
+) -> PartitionChangeRecord | None:
+    """The record that elects an out-of-sync replica of ``partition``, or ``None``.
+
+    ``None`` unless the option is on, the partition has no leader, no ISR member is
+    active (a clean election would then be possible, and it is always preferred), and
+    some replica is active. The first active replica in replica order is chosen, as
+    Kafka does. The record carries the leader (so replay bumps the leader epoch: the
+    old leader's epoch is fenced), the ISR ``[leader]`` (the only replica now known to
+    hold the partition's history, which is by definition its own) and RECOVERING.
+    """
+    if not unclean_leader_election_enable or partition.leader != NO_LEADER:
+        return None
+    if any(is_active(image, replica) for replica in partition.isr):
+        return None
+    for replica in partition.replicas:
+        if is_active(image, replica):
+            return PartitionChangeRecord(
+                partition_id=partition_id,
+                topic_id=topic.topic_id,
+                leader=replica,
+                isr=[replica],
+                leader_recovery_state=LEADER_RECOVERY_RECOVERING,
+            )
+    return None
+
+
+def unclean_leader_elections(
+    image: MetadataImage, *, unclean_leader_election_enable: bool
+) -> list[PartitionChangeRecord]:
+    """:func:`unclean_leader_election` for every partition of the image, by topic name
+    and partition index so that a simulation replays byte for byte."""
+    if not unclean_leader_election_enable:
+        return []
+    records = []
+    for name in sorted(image.topics_by_name):
+        topic = image.topics_by_name[name]
+        for partition_id in sorted(topic.partitions):
+            record = unclean_leader_election(
+                image,
+                topic,
+                partition_id,
+                topic.partitions[partition_id],
+                unclean_leader_election_enable=True,
+            )
+            if record is not None:
+                records.append(record)
+    return records

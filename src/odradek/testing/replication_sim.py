@@ -1,0 +1,1304 @@
+"""The deterministic simulator of partition replication: production replication and
+controller cores, simulated brokers, network, disks, clients and faults.
+
+One thread, one priority queue of events ordered by (time ms, sequence number), one
+``random.Random(seed)`` from which every choice and every child generator is drawn.
+Nothing reads the wall clock. A seed replays byte for byte; it also picks the scenario
+and, swarm style, which faults are on and how often.
+
+What is modelled
+================
+
+* **Controller** (node 0): the real pure controller, :class:`QuorumControllerState`
+  (registration, heartbeats, session expiry with leader election from the ISR,
+  AlterPartition), plus :mod:`odradek.controller.elections` when the configuration
+  enables unclean leader election. The metadata log is a plain list, assumed reliable
+  (the controller quorum is simulated in ``raft_sim``); every record is replayed into the
+  controller's image as soon as it is appended, as the controller's contract says, and
+  since the log cannot lose anything a response is sent at once. The controller never
+  crashes; the *network* to it is as faulty as any other link.
+* **Brokers** (1..3 or 1..5): each drives ``PartitionLeader`` / ``PartitionFollower`` the
+  way their module docstrings (and ``shell/replication.py``) prescribe: produce with
+  ``check_produce``/``on_append``/``on_flush`` and acks=all waiters; the follower fetch
+  loop (``next_fetch``, the leader's epoch and diverging-epoch checks, then
+  ``on_follower_fetch``; append, truncate, back off; flush before the next fetch);
+  ISR changes by ``isr_change`` with KIP-903's broker-epoch filter, sent as real
+  ``AlterPartitionRequest`` v3 values to the controller, resent after a backoff on
+  ``RETRY``; roles from the broker's own metadata image, which it learns by polling
+  the controller's log (so it lags, and not at all while cut off). A broker
+  registers, heartbeats with its applied metadata offset, and builds replica roles only
+  once its image has caught up to its own registration (as Kafka's broker does).
+* **Disk**: a replica's log is a list of single-record batches ``(leader epoch, value)``
+  with a leader-epoch cache (storage's ``LeaderEpochCache``) and a flushed offset. A
+  crash keeps the flushed prefix (and, if the seed says so, a random part of the rest)
+  and the high-watermark checkpoint. Flushes happen a random few ms after appends
+  (group commit); a follower flushes before it fetches again.
+* **Network** (:mod:`odradek.testing.sim_network`): per-link delay, drop, duplicate,
+  reorder between all brokers and the controller; partitions of any shape; slow links.
+  A request without an answer times out. Clients are not partitioned from brokers
+  (Jepsen's clients were not either), but a crashed or paused broker does not answer.
+* **Clients**: producers with acks=all and unique values, sent to the leader named by
+  a random broker's image (possibly stale). Each acknowledgement is recorded with its
+  offset in a :class:`~odradek.testing.produce_history.ProduceHistory`.
+* **Faults**: partitions (a node alone, two groups, a bridge, one-way, a broker cut from
+  the controller only, a leader cut from its followers only), crashes losing unflushed
+  data, pauses, slow links. The ``seed000`` scenario replays Jepsen's Kafka 0.8 case:
+  cut the leader from its followers but not the controller (the ISR shrinks to the
+  leader), then from the controller too (it is fenced and leadership moves), then heal.
+
+Invariants, after every event
+=============================
+
+1. *One leader per partition per leader epoch*: when a broker builds a
+   ``PartitionLeader`` for an epoch, no other broker ever did for that epoch (the
+   controller hands out each epoch once; the broker must only lead on its word).
+2. *A replica's high watermark never decreases within a process lifetime*: the leader
+   and the follower cores never lower it, and a role change hands it over. The only
+   exception is a follower truncation flagged ``below_high_watermark``, which can only
+   follow an unclean election.
+3. *Every record below any replica's high watermark is the committed record at that
+   offset* (a global map, filled from whichever replica first passes an offset). Hence
+   no two replicas ever differ below the minimum of their high watermarks.
+4. *No follower truncation removes a committed record*: followers truncate by leader
+   epoch, and a clean leader holds every committed record.
+5. *The last committed record of each partition is durable (flushed) on at least
+   min.insync.replicas replicas*: the leader counts only its flushed end and followers
+   flush before they report an offset, so when the high watermark passed it that many
+   disks held it; nothing clean ever removes it.
+
+All five hold in the safe configuration (min.insync.replicas=2 of 3, no unclean
+election), where a violation raises :class:`SimulationFailure` at once. In the unsafe
+configuration 2 to 5 are exactly what is given up; violations are counted
+(``violations``), the run goes on, and the final checker reports the loss.
+
+At the end, after healing, restarting and a quiet period: every partition has a leader,
+every replica's log equals the leader's, a produce after the quiet period was
+acknowledged, and the final read of each partition (its leader's log below the high
+watermark) is judged by :func:`odradek.testing.produce_history.check`: nothing lost,
+duplicated or at another offset than acknowledged.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+import uuid
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from odradek.controller.controller import QuorumControllerState
+from odradek.controller.elections import unclean_leader_elections
+from odradek.controller.image import NO_LEADER, MetadataImage, PartitionImage
+from odradek.protocol.error_codes import ErrorCode
+from odradek.protocol.messages.alter_partition_request import (
+    AlterPartitionRequest,
+    BrokerState,
+)
+from odradek.protocol.messages.alter_partition_request import (
+    PartitionData as AlterPartitionData,
+)
+from odradek.protocol.messages.alter_partition_request import TopicData as AlterTopicData
+from odradek.protocol.messages.alter_partition_response import (
+    AlterPartitionResponse,
+)
+from odradek.protocol.messages.alter_partition_response import (
+    PartitionData as AlterPartitionAnswer,
+)
+from odradek.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
+from odradek.protocol.messages.broker_registration_request import (
+    BrokerRegistrationRequest,
+    Listener,
+)
+from odradek.protocol.messages.fetch_response import EpochEndOffset
+from odradek.protocol.messages.fetch_response import PartitionData as FetchAnswer
+from odradek.protocol.metadata import PartitionRecord, TopicRecord
+from odradek.replication.follower import (
+    FollowerAction,
+    FollowerFetch,
+    FollowerRegistrationAction,
+    PartitionFollower,
+)
+from odradek.replication.leader import (
+    AlterPartitionAction,
+    IsrProposal,
+    PartitionLeader,
+    PartitionRegistration,
+    RegistrationAction,
+    diverging_epoch,
+)
+from odradek.storage.leader_epoch import LeaderEpochCache
+from odradek.testing.produce_history import CheckResult, ProduceHistory, check
+from odradek.testing.sim_network import Faults, SimNetwork
+
+__all__ = [
+    "SCENARIOS",
+    "Config",
+    "Simulation",
+    "SimulationFailure",
+    "run_simulation",
+]
+
+SCENARIOS = ("mix", "seed000")
+
+CONTROLLER = 0
+CLUSTER_ID = "b2RyYWRlay1yZXBsaWNhdGlvbg"
+TOPIC = "t"
+TOPIC_ID = uuid.UUID(int=0x0D8AD3C)
+REPLICATION_FACTOR = 3
+
+TICK_MS = 10  # each broker's loop: flushes, fetches, ISR changes, heartbeats
+HEARTBEAT_MS = 100  # broker.heartbeat.interval.ms, scaled down with the session timeout
+REQUEST_TIMEOUT_MS = 400
+REGISTRATION_BACKOFF_MS = 200
+ISR_RETRY_MS = 100
+FETCH_IDLE_MS = 40  # an empty fetch stands for a long poll of this length
+FETCH_MAX_RECORDS = 20
+REPLICA_FETCH_BACKOFF_MS = 100
+PRODUCE_TIMEOUT_MS = 1500
+CLIENT_DELAY_MS = (1, 4)
+FAULTS_END_MS = 9_000  # faults stop: everything heals, restarts and resumes
+STABLE_MS = FAULTS_END_MS + 4_000  # after the quiet period: produces must be acknowledged
+END_MS = STABLE_MS + 1_500
+
+
+class SimulationFailure(AssertionError):
+    """A broken invariant or a failed final check, with the seed and how to replay it."""
+
+
+# ---------------------------------------------------------------------- configuration
+
+
+@dataclass(frozen=True)
+class Config:
+    """What the swarm picked for one seed."""
+
+    seed: int
+    scenario: str
+    unsafe: bool
+    brokers: int
+    partitions: int
+    min_insync_replicas: int
+    unclean_leader_election: bool
+    network: Faults
+    nemesis: dict[str, int]  # action -> weight (mix only)
+    nemesis_interval_ms: int
+    produce_interval_ms: int
+    replica_lag_time_max_ms: int
+    session_timeout_ms: int
+    metadata_interval_ms: int  # how often a broker polls the metadata log
+    max_flush_delay_ms: int
+    keep_unflushed: bool  # a crash may keep part of what was not flushed
+
+
+_NEMESIS = ("partition", "leader_from_followers", "from_controller", "crash", "pause", "slow")
+
+
+def swarm(seed: int, scenario: str, unsafe: bool, rng: random.Random) -> Config:
+    nemesis = {a: rng.randint(1, 4) for a in _NEMESIS if rng.random() < 0.6}
+    if not nemesis:
+        nemesis = {"partition": 1}
+
+    def sometimes(high: float) -> float:
+        return rng.uniform(0, high) if rng.random() < 0.5 else 0.0
+
+    session = rng.randint(400, 1000)
+    return Config(
+        seed=seed,
+        scenario=scenario,
+        unsafe=unsafe,
+        brokers=rng.choice((3, 3, 5)),
+        partitions=1 if scenario == "seed000" else rng.randint(1, 2),
+        # The unsafe configuration is Kafka 0.8's: an ISR of the leader alone still
+        # acknowledges, and an out-of-sync replica may be elected.
+        min_insync_replicas=1 if unsafe else 2,
+        unclean_leader_election=unsafe,
+        network=Faults(
+            drop=sometimes(0.05),
+            duplicate=sometimes(0.03),
+            reorder=sometimes(0.05),
+            max_base_ms=rng.randint(1, 8),
+            max_jitter_ms=rng.randint(0, 20),
+            reorder_ms=100,
+        ),
+        nemesis=nemesis,
+        nemesis_interval_ms=rng.randint(300, 1200),
+        produce_interval_ms=rng.randint(10, 60),
+        replica_lag_time_max_ms=rng.randint(150, 500),
+        session_timeout_ms=session,
+        metadata_interval_ms=rng.randint(10, 150),
+        max_flush_delay_ms=rng.randint(0, 30),
+        keep_unflushed=rng.random() < 0.5,
+    )
+
+
+# ---------------------------------------------------------------------- disk
+
+
+class SimLog:
+    """One replica's log on one broker's disk.
+
+    ``entries[offset]`` is ``(leader epoch, value)``: one record per batch, so every
+    offset is a batch boundary and truncation never has to round. The leader-epoch
+    cache is storage's own, kept in step with every append and truncation as
+    ``PartitionLog`` keeps it. It is also the :class:`~odradek.replication.leader.EpochLog`
+    the cores read.
+    """
+
+    def __init__(self) -> None:
+        self.entries: list[tuple[int, str]] = []
+        self.epochs = LeaderEpochCache()
+        self.flushed = 0
+
+    @property
+    def log_end_offset(self) -> int:
+        return len(self.entries)
+
+    def latest_epoch(self) -> int:
+        return self.epochs.latest_epoch()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        return self.epochs.end_offset_for_epoch(epoch, len(self.entries))
+
+    def append(self, epoch: int, value: str) -> None:
+        self.epochs.assign(epoch, len(self.entries))
+        self.entries.append((epoch, value))
+
+    def truncate(self, offset: int) -> None:
+        # As PartitionLog.truncate_to: at or past the end only the epoch entries that no
+        # record used are dropped (a leadership that appended nothing).
+        offset = min(offset, len(self.entries))
+        del self.entries[offset:]
+        self.epochs.truncate_from_end(offset)
+        self.flushed = min(self.flushed, offset)
+
+    def flush(self) -> None:
+        self.flushed = len(self.entries)
+
+    def crash(self, rng: random.Random, keep_unflushed: bool) -> None:
+        keep = self.flushed
+        if keep_unflushed and keep < len(self.entries):
+            keep = rng.randint(keep, len(self.entries))
+        self.truncate(keep)
+        self.flushed = keep
+
+
+# ---------------------------------------------------------------------- brokers
+
+
+@dataclass
+class Produce:
+    partition: int
+    value: str
+    state: str = "pending"  # pending, ok, fail, info
+
+
+@dataclass
+class Replica:
+    """One partition on one broker: ``log`` and ``hw_checkpoint`` are on disk and survive
+    a crash; everything else is the process's memory."""
+
+    partition: int
+    log: SimLog = field(default_factory=SimLog)
+    hw_checkpoint: int = 0
+    leader: PartitionLeader | None = None
+    follower: PartitionFollower | None = None
+    waiters: list[tuple[Produce, int]] = field(default_factory=list)
+    follower_broker_epochs: dict[int, int] = field(default_factory=dict)
+    isr_retry: tuple[IsrProposal, int] | None = None
+    flush_due_ms: int | None = None
+    fetch_at_ms: int = 0
+    last_hw: int = 0  # for the monotonic check, within this process lifetime
+    checked_upto: int = 0  # records below this were compared with the committed map
+
+    @property
+    def high_watermark(self) -> int:
+        if self.leader is not None:
+            return self.leader.high_watermark
+        if self.follower is not None:
+            return self.follower.high_watermark
+        return min(self.hw_checkpoint, self.log.log_end_offset)
+
+    def forget_process(self) -> None:
+        self.leader = self.follower = None
+        self.waiters = []
+        self.follower_broker_epochs = {}
+        self.isr_retry = None
+        self.flush_due_ms = None
+        self.fetch_at_ms = 0
+
+
+@dataclass
+class Broker:
+    broker_id: int
+    replicas: dict[int, Replica] = field(default_factory=dict)
+    alive: bool = True
+    generation: int = 0
+    paused: bool = False
+    held: list[tuple[int, Any]] = field(default_factory=list)
+    image: MetadataImage = field(default_factory=MetadataImage)
+    incarnation: uuid.UUID = field(default_factory=lambda: uuid.UUID(int=0))
+    broker_epoch: int = -1
+    registering: bool = False
+    next_registration_ms: int = 0
+    next_heartbeat_ms: int = 0
+    heartbeat_in_flight: bool = False
+    metadata_in_flight: bool = False
+    next_metadata_ms: int = 0
+    pending: dict[int, tuple[str, Any]] = field(default_factory=dict)
+
+    @property
+    def caught_up(self) -> bool:
+        """Kafka's broker starts its replicas once its metadata reaches its registration."""
+        return self.broker_epoch >= 0 and self.image.offset >= self.broker_epoch
+
+
+def registration_of(p: PartitionImage) -> PartitionRegistration:
+    return PartitionRegistration(
+        tuple(p.replicas), tuple(p.isr), p.leader, p.leader_epoch, p.partition_epoch
+    )
+
+
+# ---------------------------------------------------------------------- messages
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    partition: int
+    fetch: FollowerFetch
+    broker_epoch: int
+
+
+@dataclass(frozen=True)
+class FetchResponse:
+    partition: int
+    data: FetchAnswer
+    records: tuple[tuple[int, str], ...]
+
+
+@dataclass(frozen=True)
+class Request:
+    """A broker's request to another node; the answer names ``request_id``."""
+
+    request_id: int
+    body: Any
+
+
+@dataclass(frozen=True)
+class Response:
+    request_id: int
+    body: Any
+
+
+@dataclass(frozen=True)
+class MetadataFetch:
+    after_offset: int
+
+
+# ---------------------------------------------------------------------- the simulation
+
+
+class Simulation:
+    def __init__(
+        self,
+        seed: int,
+        scenario: str | None = None,
+        *,
+        unsafe: bool = False,
+        strict: bool | None = None,
+    ) -> None:
+        """``strict`` (by default: the configuration is safe) makes the first broken
+        invariant fatal; otherwise violations are counted and the run goes on."""
+        self.seed = seed
+        self.strict = not unsafe if strict is None else strict
+        self.scenario = scenario or SCENARIOS[seed % len(SCENARIOS)]
+        if self.scenario not in SCENARIOS:
+            raise ValueError(f"unknown scenario {self.scenario!r}")
+        self.rng = random.Random(seed)
+        self.config = cfg = swarm(seed, self.scenario, unsafe, self.rng)
+        self.now = 0
+        self.events = 0
+        self._queue: list[tuple[int, int, str, tuple[Any, ...]]] = []
+        self._seq = 0
+        self._next_request_id = 0
+        self.stats: Counter[str] = Counter()  # what happened, by kind of note
+        self.trace: deque[tuple[int, str, Any]] = deque(maxlen=80)
+        self.broker_ids = list(range(1, cfg.brokers + 1))
+        self.network = SimNetwork(
+            random.Random(self.rng.getrandbits(64)), [CONTROLLER, *self.broker_ids], cfg.network
+        )
+        self._normal_links = dict(self.network.links)
+        # The controller: its image is the one QuorumControllerState decides on.
+        self.metadata_log: list[object] = []
+        self.controller_image = MetadataImage()
+        self.controller = QuorumControllerState(
+            self.controller_image,
+            cluster_id=CLUSTER_ID,
+            activated_ms=0,
+            session_timeout_ms=cfg.session_timeout_ms,
+        )
+        self._create_topic()
+        self.brokers = {b: Broker(b) for b in self.broker_ids}
+        # The global view the checks compare against.
+        self.histories = {p: ProduceHistory() for p in range(cfg.partitions)}
+        self.committed: dict[int, dict[int, tuple[int, str]]] = {
+            p: {} for p in range(cfg.partitions)
+        }
+        self.committed_end = dict.fromkeys(range(cfg.partitions), 0)
+        self.leader_of_epoch: dict[tuple[int, int], int] = {}
+        self.violations: list[str] = []
+        self.unclean_elections = 0
+        self.truncated_below_hw = 0
+        self.produced = 0
+        self.late: set[str] = set()  # values produced after the quiet period
+        self.results: dict[int, CheckResult] = {}
+        for b in self.brokers.values():
+            self._start(b)
+        self._schedule(0, "controller_tick", ())
+        self._schedule(self.rng.randint(0, cfg.produce_interval_ms), "produce", ())
+        self._schedule(self.rng.randint(200, 1000), "nemesis", ())
+        self._schedule(FAULTS_END_MS, "heal_all", ())
+
+    # -- building blocks
+
+    def _create_topic(self) -> None:
+        n = self.config.brokers
+        records: list[object] = [TopicRecord(name=TOPIC, topic_id=TOPIC_ID)]
+        for p in range(self.config.partitions):
+            replicas = [(p + j) % n + 1 for j in range(REPLICATION_FACTOR)]
+            records.append(
+                PartitionRecord(
+                    partition_id=p,
+                    topic_id=TOPIC_ID,
+                    replicas=replicas,
+                    isr=replicas,
+                    leader=replicas[0],
+                    leader_epoch=0,
+                    partition_epoch=0,
+                )
+            )
+        self._append_metadata(records)
+
+    def _append_metadata(self, records: list[Any]) -> None:
+        """Append to the (reliable) metadata log and replay at once, as the controller's
+        contract requires, then give leaderless partitions an unclean leader if allowed."""
+        for record in records:
+            self.metadata_log.append(record)
+            self.controller_image.replay(record, len(self.metadata_log) - 1)
+        if records and self.config.unclean_leader_election:
+            unclean = unclean_leader_elections(
+                self.controller_image, unclean_leader_election_enable=True
+            )
+            if unclean:
+                self.unclean_elections += len(unclean)
+                self._note("unclean election", str([(r.partition_id, r.leader) for r in unclean]))
+                self._append_metadata(list(unclean))
+
+    def _schedule(self, at_ms: int, kind: str, args: tuple[Any, ...]) -> None:
+        self._seq += 1
+        heapq.heappush(self._queue, (at_ms, self._seq, kind, args))
+
+    def _note(self, kind: str, text: str) -> None:
+        self.stats[kind] += 1
+        self.trace.append((self.now, kind, text))
+
+    def _start(self, b: Broker) -> None:
+        b.alive = True
+        b.paused = False
+        b.held = []
+        b.generation += 1
+        b.image = MetadataImage()
+        b.incarnation = uuid.UUID(int=self.rng.getrandbits(128))
+        b.broker_epoch = -1
+        b.registering = b.heartbeat_in_flight = b.metadata_in_flight = False
+        b.next_registration_ms = b.next_heartbeat_ms = b.next_metadata_ms = self.now
+        b.pending = {}
+        for r in b.replicas.values():
+            r.forget_process()
+            r.last_hw = r.high_watermark
+            r.checked_upto = 0
+        self._schedule(self.now + self.rng.randint(1, TICK_MS), "tick", (b.broker_id, b.generation))
+
+    def _send(self, src: int, dst: int, message: Any) -> None:
+        generation = self.brokers[dst].generation if dst != CONTROLLER else 0
+        for delay in self.network.delays(src, dst):
+            self._schedule(self.now + delay, "deliver", (src, dst, generation, message))
+
+    def _request(self, b: Broker, dst: int, kind: str, context: Any, body: Any) -> None:
+        self._next_request_id += 1
+        request_id = self._next_request_id
+        b.pending[request_id] = (kind, context)
+        self._send(b.broker_id, dst, Request(request_id, body))
+        self._schedule(
+            self.now + REQUEST_TIMEOUT_MS, "timeout", (b.broker_id, b.generation, request_id)
+        )
+
+    def leader_of(self, partition: int) -> int:
+        return self.controller_image.topics_by_name[TOPIC].partitions[partition].leader
+
+    # -- the event loop
+
+    def run(self) -> Simulation:
+        try:
+            while self._queue:
+                at_ms, _, kind, args = heapq.heappop(self._queue)
+                if at_ms > END_MS:
+                    break
+                self.now = at_ms
+                self.events += 1
+                if kind not in ("tick", "controller_tick"):
+                    self.trace.append((at_ms, kind, args))
+                getattr(self, "_on_" + kind)(*args)
+                self._check_durable()
+            self._finish()
+        except Exception as error:  # a core invariant, a check, or a simulator bug
+            raise SimulationFailure(self._report(error)) from error
+        return self
+
+    def _violation(self, message: str) -> None:
+        """A broken safety invariant: fatal in the safe configuration; in the unsafe one
+        it is what the configuration gives up, so it is counted and the run goes on."""
+        if self.strict:
+            raise AssertionError(message)
+        if len(self.violations) < 1000:
+            self.violations.append(f"{self.now}: {message}")
+
+    def _on_deliver(self, src: int, dst: int, generation: int, message: Any) -> None:
+        if not self.network.connected(src, dst):
+            return  # a partition also cuts what was already in flight
+        if dst == CONTROLLER:
+            self._controller_receive(src, message)
+            return
+        b = self.brokers[dst]
+        if not b.alive or b.generation != generation:
+            return  # the connection died with the process
+        if b.paused:
+            b.held.append((src, message))
+            return
+        self._broker_receive(b, src, message)
+        self._check_broker(b)
+
+    def _on_timeout(self, broker_id: int, generation: int, request_id: int) -> None:
+        b = self.brokers[broker_id]
+        if b.generation != generation or request_id not in b.pending:
+            return
+        if b.paused:
+            # A paused process notices its timeouts when it runs again.
+            self._schedule(self.now + TICK_MS, "timeout", (broker_id, generation, request_id))
+            return
+        kind, context = b.pending.pop(request_id)
+        self._request_failed(b, kind, context)
+        self._check_broker(b)
+
+    # -- the controller
+
+    def _on_controller_tick(self) -> None:
+        self._schedule(self.now + TICK_MS, "controller_tick", ())
+        records = self.controller.fence_stale_brokers(self.now)
+        if records:
+            self._note("fence", str(records))
+        self._append_metadata(list(records))
+
+    def _controller_receive(self, src: int, message: Request) -> None:
+        body = message.body
+        next_offset = len(self.metadata_log)
+        answer: Any
+        if isinstance(body, MetadataFetch):
+            start = body.after_offset + 1
+            answer = (start, tuple(self.metadata_log[start:]))
+        elif isinstance(body, BrokerRegistrationRequest):
+            records, answer = self.controller.register_broker(body, next_offset, self.now)
+            self._append_metadata(list(records))
+        elif isinstance(body, BrokerHeartbeatRequest):
+            records, answer = self.controller.broker_heartbeat(body, next_offset, self.now)
+            self._append_metadata(list(records))
+        else:
+            assert isinstance(body, AlterPartitionRequest)
+            records, answer = self.controller.alter_partition(body, 3)
+            self._append_metadata(list(records))
+        self._send(CONTROLLER, src, Response(message.request_id, answer))
+
+    # -- a broker's loop
+
+    def _on_tick(self, broker_id: int, generation: int) -> None:
+        b = self.brokers[broker_id]
+        if not b.alive or b.generation != generation:
+            return
+        self._schedule(self.now + TICK_MS, "tick", (broker_id, generation))
+        if b.paused:
+            return
+        self._lifecycle(b)
+        if b.caught_up:
+            for _, r in sorted(b.replicas.items()):
+                self._replica_tick(b, r)
+        self._check_broker(b)
+
+    def _lifecycle(self, b: Broker) -> None:
+        if b.broker_epoch < 0 and not b.registering and self.now >= b.next_registration_ms:
+            b.registering = True
+            request = BrokerRegistrationRequest(
+                broker_id=b.broker_id,
+                cluster_id=CLUSTER_ID,
+                incarnation_id=b.incarnation,
+                listeners=[Listener("PLAINTEXT", f"b{b.broker_id}", 9092, 0)],
+                rack=None,
+                log_dirs=[uuid.UUID(int=0xD000 + b.broker_id)],
+            )
+            self._request(b, CONTROLLER, "register", None, request)
+        if b.broker_epoch >= 0 and not b.heartbeat_in_flight and self.now >= b.next_heartbeat_ms:
+            b.heartbeat_in_flight = True
+            b.next_heartbeat_ms = self.now + HEARTBEAT_MS
+            heartbeat = BrokerHeartbeatRequest(
+                broker_id=b.broker_id,
+                broker_epoch=b.broker_epoch,
+                current_metadata_offset=b.image.offset,
+            )
+            self._request(b, CONTROLLER, "heartbeat", None, heartbeat)
+        if not b.metadata_in_flight and self.now >= b.next_metadata_ms:
+            b.metadata_in_flight = True
+            b.next_metadata_ms = self.now + self.config.metadata_interval_ms
+            self._request(b, CONTROLLER, "metadata", None, MetadataFetch(b.image.offset))
+
+    def _replica_tick(self, b: Broker, r: Replica) -> None:
+        # Group commit: the flush the appends of the last few ms were waiting for.
+        if r.flush_due_ms is not None and self.now >= r.flush_due_ms:
+            r.flush_due_ms = None
+            r.log.flush()
+            leader = r.leader
+            if (
+                leader is not None
+                and not leader.is_obsolete
+                and r.log.flushed > leader.durable_end_offset
+                and leader.on_flush(r.log.flushed).recheck_acks
+            ):
+                self._complete_waiters(r)
+        r.hw_checkpoint = r.high_watermark  # Kafka checkpoints it periodically
+        if r.leader is not None and not r.leader.is_obsolete:
+            self._isr_tick(b, r, r.leader)
+        elif r.follower is not None and r.flush_due_ms is None and self.now >= r.fetch_at_ms:
+            # Flush before fetching again: the next fetch reports our log end to the
+            # leader, which counts it towards the high watermark.
+            fetch = r.follower.next_fetch(self.now)
+            if fetch is not None:
+                body = FetchRequest(r.partition, fetch, b.broker_epoch)
+                self._request(b, fetch.leader_id, "fetch", (r.follower, fetch), body)
+
+    def _isr_tick(self, b: Broker, r: Replica, leader: PartitionLeader) -> None:
+        if r.isr_retry is not None:
+            proposal, retry_at = r.isr_retry
+            if leader.pending_proposal != proposal:
+                r.isr_retry = None
+            elif self.now >= retry_at:
+                r.isr_retry = None
+                self._send_alter_partition(b, r, proposal)
+            return
+        ineligible = {
+            broker_id
+            for broker_id, broker in b.image.brokers.items()
+            if broker.fenced or broker.in_controlled_shutdown
+        }
+        # KIP-903: only fetches under a follower's current registration count.
+        stale = {
+            replica
+            for replica in leader.replicas
+            if r.follower_broker_epochs.get(replica) != self._epoch_in(b.image, replica)
+        }
+        found = leader.isr_change(self.now, sorted(ineligible | stale))
+        if found is not None:
+            self._note("isr proposal", f"b{b.broker_id} p{r.partition} {found}")
+            self._send_alter_partition(b, r, found)
+
+    @staticmethod
+    def _epoch_in(image: MetadataImage, broker_id: int) -> int:
+        broker = image.brokers.get(broker_id)
+        return broker.epoch if broker is not None else -1
+
+    def _send_alter_partition(self, b: Broker, r: Replica, proposal: IsrProposal) -> None:
+        def epoch_of(member: int) -> int:
+            if member == b.broker_id:
+                return b.broker_epoch
+            return r.follower_broker_epochs.get(member, -1)
+
+        request = AlterPartitionRequest(
+            broker_id=b.broker_id,
+            broker_epoch=b.broker_epoch,
+            topics=[
+                AlterTopicData(
+                    topic_id=TOPIC_ID,
+                    partitions=[
+                        AlterPartitionData(
+                            partition_index=r.partition,
+                            leader_epoch=proposal.leader_epoch,
+                            new_isr_with_epochs=[
+                                BrokerState(broker_id=m, broker_epoch=epoch_of(m))
+                                for m in proposal.new_isr
+                            ],
+                            leader_recovery_state=0,
+                            partition_epoch=proposal.partition_epoch,
+                        )
+                    ],
+                )
+            ],
+        )
+        self._request(b, CONTROLLER, "alter_partition", (r.leader, proposal, r), request)
+
+    # -- what a broker receives
+
+    def _broker_receive(self, b: Broker, src: int, message: Any) -> None:
+        if isinstance(message, Request):
+            assert isinstance(message.body, FetchRequest)
+            answer = self._serve_fetch(b, src, message.body)
+            self._send(b.broker_id, src, Response(message.request_id, answer))
+        elif isinstance(message, Response):
+            pending = b.pending.pop(message.request_id, None)
+            if pending is not None:
+                self._response(b, pending[0], pending[1], message.body)
+        else:
+            produce, partition = message
+            self._serve_produce(b, produce, partition)
+
+    def _request_failed(self, b: Broker, kind: str, context: Any) -> None:
+        if kind == "register":
+            b.registering = False
+            b.next_registration_ms = self.now + REGISTRATION_BACKOFF_MS
+        elif kind == "heartbeat":
+            b.heartbeat_in_flight = False
+        elif kind == "metadata":
+            b.metadata_in_flight = False
+        elif kind == "fetch":
+            follower, fetch = context
+            follower.on_fetch_failed(fetch, self.now)
+        else:
+            leader, proposal, r = context
+            answer = AlterPartitionAnswer(error_code=ErrorCode.REQUEST_TIMED_OUT)
+            self._alter_partition_answer(r, leader, proposal, answer)
+
+    def _response(self, b: Broker, kind: str, context: Any, body: Any) -> None:
+        if kind == "register":
+            b.registering = False
+            if body.error_code == ErrorCode.NONE:
+                b.broker_epoch = body.broker_epoch
+                b.next_heartbeat_ms = self.now
+            else:
+                b.next_registration_ms = self.now + REGISTRATION_BACKOFF_MS
+        elif kind == "heartbeat":
+            b.heartbeat_in_flight = False
+        elif kind == "metadata":
+            b.metadata_in_flight = False
+            start, records = body
+            if records and start == b.image.offset + 1:
+                for i, record in enumerate(records):
+                    b.image.replay(record, start + i)
+                if b.caught_up:
+                    self._apply_image(b)
+        elif kind == "fetch":
+            self._fetch_answer(b, context, body)
+        else:
+            leader, proposal, r = context
+            self._alter_partition_answer(r, leader, proposal, _partition_answer(body))
+
+    def _alter_partition_answer(
+        self,
+        r: Replica,
+        leader: PartitionLeader,
+        proposal: IsrProposal,
+        answer: AlterPartitionAnswer,
+    ) -> None:
+        if r.leader is not leader:
+            return  # the role changed while the request was out
+        outcome = leader.on_alter_partition_result(proposal, answer)
+        if outcome.action is AlterPartitionAction.RETRY:
+            r.isr_retry = (proposal, self.now + ISR_RETRY_MS)
+        if outcome.change.recheck_acks:
+            self._complete_waiters(r)
+
+    # -- metadata: roles
+
+    def _apply_image(self, b: Broker) -> None:
+        topic = b.image.topics_by_name[TOPIC]
+        for p, partition in sorted(topic.partitions.items()):
+            if b.broker_id not in partition.replicas:
+                continue
+            r = b.replicas.setdefault(p, Replica(p))
+            registration = registration_of(partition)
+            # The old role hands its high watermark over to the new one.
+            high_watermark = r.high_watermark
+            if r.leader is not None:
+                outcome = r.leader.on_registration(registration)
+                if outcome.action is not RegistrationAction.OBSOLETE:
+                    if outcome.change.recheck_acks:
+                        self._complete_waiters(r)
+                    continue
+                self._fail_waiters(r)
+                r.leader = None
+            elif r.follower is not None:
+                action = r.follower.on_registration(registration)
+                if action is not FollowerRegistrationAction.OBSOLETE:
+                    if action is FollowerRegistrationAction.APPLIED:
+                        r.fetch_at_ms = 0
+                    continue
+                r.follower = None
+            self._new_role(b, r, registration, high_watermark)
+
+    def _new_role(
+        self, b: Broker, r: Replica, registration: PartitionRegistration, high_watermark: int
+    ) -> None:
+        if registration.leader == b.broker_id:
+            # The local log assigns the new epoch at its end before leading in it.
+            r.log.epochs.assign(registration.leader_epoch, r.log.log_end_offset)
+            key = (r.partition, registration.leader_epoch)
+            first = self.leader_of_epoch.setdefault(key, b.broker_id)
+            if first != b.broker_id:
+                raise AssertionError(
+                    f"partition {r.partition} epoch {registration.leader_epoch} led by "
+                    f"{first} and {b.broker_id}"
+                )
+            r.leader = PartitionLeader(
+                replica_id=b.broker_id,
+                registration=registration,
+                log_end_offset=r.log.log_end_offset,
+                durable_end_offset=r.log.flushed,
+                high_watermark=high_watermark,
+                min_insync_replicas=self.config.min_insync_replicas,
+                replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+                now_ms=self.now,
+            )
+            r.follower_broker_epochs = {}
+            r.isr_retry = None
+            self._note("leader", f"b{b.broker_id} p{r.partition} {registration}")
+        else:
+            r.follower = PartitionFollower(
+                replica_id=b.broker_id,
+                registration=registration,
+                log=r.log,
+                high_watermark=high_watermark,
+                replica_fetch_backoff_ms=REPLICA_FETCH_BACKOFF_MS,
+            )
+            r.fetch_at_ms = 0
+
+    # -- produce
+
+    def _on_produce(self) -> None:
+        if self.now < END_MS - 500:
+            interval = self.config.produce_interval_ms
+            self._schedule(self.now + self.rng.randint(1, 2 * interval), "produce", ())
+        # The client's metadata comes from a random running broker, possibly stale.
+        running = [b for _, b in sorted(self.brokers.items()) if b.alive and not b.paused]
+        if not running:
+            return
+        source = self.rng.choice(running)
+        partition = self.rng.randrange(self.config.partitions)
+        topic = source.image.topics_by_name.get(TOPIC)
+        if topic is None or partition not in topic.partitions:
+            return
+        leader = topic.partitions[partition].leader
+        if leader == NO_LEADER:
+            return
+        self.produced += 1
+        produce = Produce(partition, f"{partition}:{self.produced}")
+        self.histories[partition].invoke(produce.value)
+        if self.now >= STABLE_MS:
+            self.late.add(produce.value)
+        target = self.brokers[leader]
+        delay = self.rng.randint(*CLIENT_DELAY_MS)
+        self._schedule(
+            self.now + delay, "deliver", (-1, leader, target.generation, (produce, partition))
+        )
+        self._schedule(self.now + PRODUCE_TIMEOUT_MS, "produce_timeout", (produce,))
+
+    def _serve_produce(self, b: Broker, produce: Produce, partition: int) -> None:
+        r = b.replicas.get(partition)
+        leader = r.leader if r is not None else None
+        if r is None or leader is None or leader.is_obsolete:
+            self._answer(produce, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
+            return
+        error = leader.check_produce(-1)
+        if error != ErrorCode.NONE:
+            self._answer(produce, error, -1)
+            return
+        r.log.append(leader.leader_epoch, produce.value)
+        if r.flush_due_ms is None:
+            r.flush_due_ms = self.now + self.rng.randint(0, self.config.max_flush_delay_ms)
+        leader.on_append(r.log.log_end_offset)
+        r.waiters.append((produce, r.log.log_end_offset))
+        self._complete_waiters(r)
+
+    def _complete_waiters(self, r: Replica) -> None:
+        leader = r.leader
+        if leader is None or not r.waiters:
+            return
+        done = leader.completed((produce, required) for produce, required in r.waiters)
+        finished = set()
+        for produce, error in done:
+            finished.add(id(produce))
+            required = next(req for p, req in r.waiters if p is produce)
+            self._answer(produce, error, required - 1)
+        r.waiters = [w for w in r.waiters if id(w[0]) not in finished]
+
+    def _fail_waiters(self, r: Replica) -> None:
+        for produce, _ in r.waiters:
+            self._answer(produce, ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
+        r.waiters = []
+
+    def _answer(self, produce: Produce, error: ErrorCode, offset: int) -> None:
+        if produce.state != "pending":
+            return  # the client gave up already
+        history = self.histories[produce.partition]
+        if error == ErrorCode.NONE:
+            produce.state = "ok"
+            history.ok(produce.value, offset)
+        else:
+            produce.state = "fail"
+            history.fail(produce.value)
+
+    def _on_produce_timeout(self, produce: Produce) -> None:
+        if produce.state == "pending":
+            produce.state = "info"  # indeterminate: it may or may not be in the log
+            for b in self.brokers.values():
+                r = b.replicas.get(produce.partition)
+                if r is not None:
+                    r.waiters = [w for w in r.waiters if w[0] is not produce]
+
+    # -- replica fetch
+
+    def _serve_fetch(self, b: Broker, src: int, request: FetchRequest) -> FetchResponse:
+        """The leader's side, as ``broker/replica_fetch.py`` does it."""
+        data = FetchAnswer(partition_index=request.partition, high_watermark=-1)
+        answer = FetchResponse(request.partition, data, ())
+        fetch = request.fetch
+        r = b.replicas.get(request.partition) if b.caught_up else None
+        leader = r.leader if r is not None else None
+        if r is None or leader is None or leader.is_obsolete:
+            data.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return answer
+        error = leader.check_leader_epoch(fetch.current_leader_epoch)
+        if error != ErrorCode.NONE:
+            data.error_code = error
+            return answer
+        data.log_start_offset = 0
+        data.high_watermark = leader.high_watermark
+        diverged = diverging_epoch(r.log, fetch.fetch_offset, fetch.last_fetched_epoch)
+        if diverged is not None:
+            data.diverging_epoch = EpochEndOffset(epoch=diverged[0], end_offset=diverged[1])
+            return answer
+        if not 0 <= fetch.fetch_offset <= r.log.log_end_offset:
+            data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
+            return answer
+        r.follower_broker_epochs[src] = request.broker_epoch
+        change = leader.on_follower_fetch(src, fetch.fetch_offset, self.now)
+        if change.error != ErrorCode.NONE:
+            data.error_code = change.error
+            return answer
+        if change.recheck_acks:
+            self._complete_waiters(r)
+        data.high_watermark = leader.high_watermark
+        end = fetch.fetch_offset + FETCH_MAX_RECORDS
+        records = tuple(r.log.entries[fetch.fetch_offset : end])
+        return FetchResponse(request.partition, data, records)
+
+    def _fetch_answer(
+        self,
+        b: Broker,
+        context: tuple[PartitionFollower, FollowerFetch],
+        response: FetchResponse,
+    ) -> None:
+        follower, fetch = context
+        r = b.replicas[response.partition]
+        if r.follower is not follower:
+            return  # the role changed while the fetch was out
+        decision = follower.on_fetch_response(fetch, response.data, self.now)
+        action = decision.action
+        if action is FollowerAction.APPEND:
+            for epoch, value in response.records:
+                r.log.append(epoch, value)
+            follower.update_high_watermark(response.data.high_watermark)
+            if response.records:
+                r.flush_due_ms = self.now + self.rng.randint(0, self.config.max_flush_delay_ms)
+            else:
+                r.fetch_at_ms = self.now + FETCH_IDLE_MS
+        elif action is FollowerAction.TRUNCATE:
+            self._truncate(b, r, decision.offset, decision.below_high_watermark, decision.reason)
+        elif action is FollowerAction.TRUNCATE_FULLY:
+            raise AssertionError(f"truncate fully without retention: {decision}")
+        elif action is FollowerAction.LIST_LEADER_OFFSETS:
+            follower.on_leader_offsets_failed(self.now)  # as the shell does, for now
+
+    def _truncate(self, b: Broker, r: Replica, offset: int, below_hw: bool, why: str) -> None:
+        committed = self.committed[r.partition]
+        dropped = [
+            o for o in range(offset, r.log.log_end_offset) if committed.get(o) == r.log.entries[o]
+        ]
+        if dropped:
+            self._violation(
+                f"b{b.broker_id} p{r.partition} truncation to {offset} ({why}) drops "
+                f"committed records {dropped[0]}..{dropped[-1]}"
+            )
+        if below_hw:
+            self.truncated_below_hw += 1
+            self._violation(f"b{b.broker_id} p{r.partition} truncates below its hw: {why}")
+            r.last_hw = min(r.last_hw, offset)
+        self._note("truncate", f"b{b.broker_id} p{r.partition} to {offset}: {why}")
+        r.log.truncate(offset)
+        r.checked_upto = min(r.checked_upto, offset)
+
+    # -- faults
+
+    def _on_nemesis(self) -> None:
+        if self.now >= FAULTS_END_MS:
+            return
+        if self.scenario == "seed000":
+            self._seed000_start()
+            return
+        interval = self.config.nemesis_interval_ms
+        self._schedule(self.now + self.rng.randint(interval // 2, 2 * interval), "nemesis", ())
+        actions = sorted(self.config.nemesis)
+        action = self.rng.choices(actions, [self.config.nemesis[a] for a in actions])[0]
+        getattr(self, "_fault_" + action)()
+
+    def _partition_for(self, duration_ms: int) -> None:
+        self._note("partition", self.network.description)
+        self._schedule(self.now + duration_ms, "heal", (self.network.cut,))
+
+    def _on_heal(self, cut: frozenset[tuple[int, int]]) -> None:
+        if self.network.cut == cut:
+            self.network.heal()
+            self._note("heal", "")
+
+    def _fault_partition(self) -> None:
+        ids = [CONTROLLER, *self.broker_ids]
+        self.rng.shuffle(ids)
+        shape = self.rng.choice(("alone", "split", "bridge", "one_way"))
+        if shape == "alone":
+            self.network.isolate(ids[0])
+        elif shape == "split":
+            cut = self.rng.randint(1, len(ids) - 1)
+            self.network.split(ids[:cut], ids[cut:])
+        elif shape == "bridge":
+            cut = self.rng.randint(1, len(ids) - 2)
+            self.network.bridge(ids[:cut], ids[cut], ids[cut + 1 :])
+        else:
+            self.network.split([ids[0]], ids[1:], one_way=True)
+        self._partition_for(self.rng.randint(200, 3000))
+
+    def _fault_leader_from_followers(self) -> None:
+        """Seed 000's first step: the leader loses its followers but not the controller."""
+        leader = self.leader_of(self.rng.randrange(self.config.partitions))
+        if leader == NO_LEADER:
+            return
+        self.network.split([leader], [b for b in self.broker_ids if b != leader])
+        self._partition_for(self.rng.randint(200, 3000))
+
+    def _fault_from_controller(self) -> None:
+        broker = self.rng.choice(self.broker_ids)
+        self.network.split([broker], [CONTROLLER])
+        self._partition_for(self.rng.randint(200, 3000))
+
+    def _fault_crash(self) -> None:
+        alive = [i for i in self.broker_ids if self.brokers[i].alive]
+        if not alive:
+            return
+        b = self.brokers[self.rng.choice(alive)]
+        b.alive = False
+        for _, r in sorted(b.replicas.items()):
+            lost = r.log.log_end_offset - r.log.flushed
+            r.log.crash(self.rng, self.config.keep_unflushed)
+            r.forget_process()
+            self._note("crash", f"b{b.broker_id} p{r.partition}: {lost} unflushed")
+        self._schedule(self.now + self.rng.randint(50, 2500), "restart", (b.broker_id,))
+
+    def _on_restart(self, broker_id: int) -> None:
+        b = self.brokers[broker_id]
+        if not b.alive:
+            self._start(b)
+            self._note("restart", f"b{broker_id}")
+
+    def _fault_pause(self) -> None:
+        running = [
+            i for i in self.broker_ids if self.brokers[i].alive and not self.brokers[i].paused
+        ]
+        if running:
+            broker_id = self.rng.choice(running)
+            self.brokers[broker_id].paused = True
+            self._note("pause", f"b{broker_id}")
+            self._schedule(self.now + self.rng.randint(100, 2500), "resume", (broker_id,))
+
+    def _on_resume(self, broker_id: int) -> None:
+        b = self.brokers[broker_id]
+        if not b.alive or not b.paused:
+            return
+        b.paused = False
+        held, b.held = b.held, []
+        for src, message in held:
+            if b.alive:
+                self._broker_receive(b, src, message)
+        self._check_broker(b)
+
+    def _fault_slow(self) -> None:
+        nodes = [CONTROLLER, *self.broker_ids]
+        a, c = self.rng.sample(nodes, 2)
+        slow = self.rng.randint(50, 400)
+        for link in ((a, c), (c, a)):
+            self.network.links[link] = (slow, self.network.links[link][1])
+        self._note("slow", f"{a}<->{c} {slow} ms")
+        self._schedule(self.now + self.rng.randint(200, 3000), "fast", (a, c))
+
+    def _on_fast(self, a: int, c: int) -> None:
+        for link in ((a, c), (c, a)):
+            self.network.links[link] = self._normal_links[link]
+
+    # -- the seed-000 scenario, step by step
+
+    def _seed000_start(self) -> None:
+        leader = self.leader_of(0)
+        if leader == NO_LEADER:
+            self._schedule(self.now + 200, "nemesis", ())
+            return
+        others = [b for b in self.broker_ids if b != leader]
+        self.network.split([leader], others)
+        self._note("seed000", f"leader {leader} cut from its followers {others}")
+        # Long enough for the ISR to shrink to the leader now and then, not always.
+        lag = self.config.replica_lag_time_max_ms
+        at = self.now + self.rng.randint(lag // 2, 3 * lag)
+        self._schedule(at, "seed000_isolate", (leader, self.network.cut))
+
+    def _on_seed000_isolate(self, leader: int, cut: frozenset[tuple[int, int]]) -> None:
+        if self.network.cut != cut:
+            return
+        self.network.isolate(leader)
+        self._note("seed000", f"leader {leader} cut from the controller too")
+        session = self.config.session_timeout_ms
+        at = self.now + self.rng.randint(session // 2, 3 * session)
+        self._schedule(at, "seed000_heal", (self.network.cut,))
+
+    def _on_seed000_heal(self, cut: frozenset[tuple[int, int]]) -> None:
+        if self.network.cut == cut:
+            self.network.heal()
+            self._note("seed000", "healed")
+        self._schedule(self.now + self.rng.randint(300, 1500), "nemesis", ())
+
+    def _on_heal_all(self) -> None:
+        self.network.heal()
+        self.network.faults = Faults(
+            max_base_ms=self.network.faults.max_base_ms,
+            max_jitter_ms=self.network.faults.max_jitter_ms,
+        )
+        self.network.links = dict(self._normal_links)
+        for _, b in sorted(self.brokers.items()):
+            if not b.alive:
+                self._start(b)
+            elif b.paused:
+                self._on_resume(b.broker_id)
+        self._note("heal all", "")
+
+    # -- checks
+
+    def _check_broker(self, b: Broker) -> None:
+        if not b.alive:
+            return
+        for _, r in sorted(b.replicas.items()):
+            hw = r.high_watermark
+            if hw < r.last_hw:
+                self._violation(f"b{b.broker_id} p{r.partition} high watermark {r.last_hw} -> {hw}")
+            r.last_hw = hw
+            committed = self.committed[r.partition]
+            entries = r.log.entries
+            for offset in range(r.checked_upto, min(hw, len(entries))):
+                known = committed.setdefault(offset, entries[offset])
+                if known != entries[offset]:
+                    self._violation(
+                        f"b{b.broker_id} p{r.partition} has {entries[offset]} at {offset} "
+                        f"below its high watermark {hw}, where {known} was committed"
+                    )
+            r.checked_upto = max(r.checked_upto, min(hw, len(entries)))
+            if r.checked_upto > self.committed_end[r.partition]:
+                self.committed_end[r.partition] = r.checked_upto
+
+    def _check_durable(self) -> None:
+        for p, end in self.committed_end.items():
+            if end == 0:
+                continue
+            last = self.committed[p][end - 1]
+            holders = [
+                b.broker_id
+                for _, b in sorted(self.brokers.items())
+                if (r := b.replicas.get(p)) is not None
+                and r.log.flushed >= end
+                and r.log.entries[end - 1] == last
+            ]
+            if len(holders) < self.config.min_insync_replicas:
+                self._violation(
+                    f"p{p} committed record {end - 1} {last} is durable on {holders} only"
+                )
+                self.committed_end[p] = 0  # reported once; the map is no longer the truth
+
+    def _finish(self) -> None:
+        for p, history in sorted(self.histories.items()):
+            leader_id = self.leader_of(p)
+            assert leader_id != NO_LEADER, f"p{p} has no leader at the end"
+            leader_replica = self.brokers[leader_id].replicas[p]
+            leader = leader_replica.leader
+            assert leader is not None and not leader.is_obsolete, (
+                f"p{p}: broker {leader_id} does not lead at the end"
+            )
+            log = leader_replica.log.entries
+            for replica in self.controller_image.topics_by_name[TOPIC].partitions[p].replicas:
+                other = self.brokers[replica].replicas[p].log.entries
+                assert other == log, f"p{p}: replica {replica} differs from leader {leader_id}"
+            assert history.acknowledged, f"p{p}: nothing acknowledged"
+            read = enumerate(value for _, value in log[: leader.high_watermark])
+            self.results[p] = check(history, read)
+        late = [v for h in self.histories.values() for v in h.acknowledged if v in self.late]
+        assert late, "no produce acknowledged after the quiet period"
+        if self.strict:
+            bad = {p: r.summary() for p, r in self.results.items() if not r.valid}
+            assert not bad, f"checker: {bad}"
+
+    # -- the failure report
+
+    def _report(self, error: BaseException) -> str:
+        cfg = self.config
+        lines = [
+            f"replication simulation failed: {type(error).__name__}: {error}",
+            f"seed {self.seed}, scenario {self.scenario}, unsafe {cfg.unsafe}, "
+            f"at {self.now} ms after {self.events} events",
+            f"replay: pytest tests/replication/test_simulation.py -k 'seed-{self.seed}]'"
+            " (set ODRADEK_REPL_SIM_SEEDS above the seed if it is beyond the CI range)",
+            f"config: {cfg}",
+            f"partition now: {self.network.description}",
+            "brokers now:",
+        ]
+        for _, b in sorted(self.brokers.items()):
+            state = "crashed" if not b.alive else ("paused" if b.paused else "running")
+            lines.append(f"  b{b.broker_id} {state} epoch={b.broker_epoch} image={b.image.offset}")
+            for _, r in sorted(b.replicas.items()):
+                role = "leader" if r.leader else ("follower" if r.follower else "-")
+                lines.append(
+                    f"    p{r.partition} {role} hw={r.high_watermark} "
+                    f"log={r.log.log_end_offset} flushed={r.log.flushed} "
+                    f"epochs={r.log.epochs.entries()}"
+                )
+        lines.append("last events:")
+        for at_ms, kind, text in self.trace:
+            lines.append(f"  {at_ms:>6} {kind} {str(text)[:300]}")
+        return "\n".join(lines)
+
+
+def _partition_answer(response: AlterPartitionResponse) -> AlterPartitionAnswer:
+    """The one partition's answer, or the top-level error as the shell passes it."""
+    if response.error_code != ErrorCode.NONE or not response.topics:
+        return AlterPartitionAnswer(
+            error_code=response.error_code or ErrorCode.UNKNOWN_SERVER_ERROR
+        )
+    partitions = response.topics[0].partitions
+    if not partitions:
+        return AlterPartitionAnswer(error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
+    answer: AlterPartitionAnswer = partitions[0]
+    return answer
+
+
+def run_simulation(
+    seed: int, scenario: str | None = None, *, unsafe: bool = False, strict: bool | None = None
+) -> Simulation:
+    """Run one seed; raise :class:`SimulationFailure` on a violation (by default only
+    in the safe configuration, see :class:`Simulation`)."""
+    return Simulation(seed, scenario, unsafe=unsafe, strict=strict).run()
