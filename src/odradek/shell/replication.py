@@ -346,9 +346,10 @@ class ReplicationService:
                 continue
             if response.error_code != ErrorCode.NONE and data.error_code == ErrorCode.NONE:
                 data.error_code = response.error_code
+            high_watermark = follower.high_watermark
             decision = follower.on_fetch_response(fetch, data, now)
             try:
-                self._carry_out(partition, follower, decision, data, now, flush)
+                self._carry_out(partition, follower, decision, data, now, flush, high_watermark)
             except LogOfflineError as e:
                 log.error("%s-%d: %s", partition.topic, partition.index, e)
         return flush
@@ -361,7 +362,9 @@ class ReplicationService:
         data: Any,
         now: int,
         flush: dict[tuple[str, int], int],
+        high_watermark: int,
     ) -> None:
+        """``high_watermark`` is this replica's before the response was applied."""
         log_ = partition.log
         action = decision.action
         if action is FollowerAction.APPEND:
@@ -373,15 +376,21 @@ class ReplicationService:
             if partition.flush_before_ack and log_.recovery_point < log_.log_end_offset:
                 flush[partition.key] = log_.log_end_offset
         elif action is FollowerAction.TRUNCATE:
+            moved = log_.truncate_to(decision.offset, now, f"replication: {decision.reason}")
             if decision.below_high_watermark:
-                log.warning(
-                    "%s-%d: truncating to %d below the high watermark: %s",
+                # Only an unclean election leads here: these records were acknowledged
+                # (below our high watermark) and the partition's new history lacks them.
+                log.error(
+                    "%s-%d: LOST ACKNOWLEDGED RECORDS after an unclean election: truncated "
+                    "to %d below the high watermark %d, %d records moved to quarantine "
+                    "(odradek quarantine list --log-dir ...): %s",
                     partition.topic,
                     partition.index,
                     decision.offset,
+                    high_watermark,
+                    moved,
                     decision.reason,
                 )
-            log_.truncate_to(decision.offset, now, f"replication: {decision.reason}")
         elif action is FollowerAction.TRUNCATE_FULLY:
             log_.truncate_fully_and_start_at(
                 decision.offset, now, f"replication: {decision.reason}"
