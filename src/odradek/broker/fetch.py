@@ -14,6 +14,7 @@ from __future__ import annotations
 from odradek.broker import replica_fetch
 from odradek.broker.effects import AwaitData, Outcome, Reply
 from odradek.broker.leader_hints import leader_hint
+from odradek.broker.partition import leader_epoch_error
 from odradek.broker.state import BrokerState
 from odradek.core.errors import LogOfflineError, OffsetOutOfRangeError
 from odradek.protocol.api import RequestHeader
@@ -75,12 +76,9 @@ def _attempt(
                     data.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             epoch = wanted.current_leader_epoch
-            if epoch >= 0 and epoch != partition.leader_epoch:
-                data.error_code = (
-                    ErrorCode.FENCED_LEADER_EPOCH
-                    if epoch < partition.leader_epoch
-                    else ErrorCode.UNKNOWN_LEADER_EPOCH
-                )
+            epoch_error = leader_epoch_error(epoch, partition.leader_epoch)
+            if epoch_error != ErrorCode.NONE:
+                data.error_code = epoch_error
                 data.current_leader.leader_id = state.settings.node_id
                 data.current_leader.leader_epoch = partition.leader_epoch
                 continue

@@ -8,6 +8,7 @@ batch to find the exact record: the only place the broker reads single records.
 from __future__ import annotations
 
 from odradek.broker.effects import Outcome, Reply
+from odradek.broker.partition import leader_epoch_error
 from odradek.broker.state import BrokerState
 from odradek.core.errors import LogOfflineError
 from odradek.protocol.api import RequestHeader
@@ -47,12 +48,9 @@ def handle_list_offsets(
                 )
                 continue
             epoch = wanted.current_leader_epoch
-            if epoch >= 0 and epoch != partition.leader_epoch:
-                result.error_code = (
-                    ErrorCode.FENCED_LEADER_EPOCH
-                    if epoch < partition.leader_epoch
-                    else ErrorCode.UNKNOWN_LEADER_EPOCH
-                )
+            epoch_error = leader_epoch_error(epoch, partition.leader_epoch)
+            if epoch_error != ErrorCode.NONE:
+                result.error_code = epoch_error
                 continue
             log = partition.log
             high_watermark = partition.high_watermark

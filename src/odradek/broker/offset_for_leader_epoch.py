@@ -10,6 +10,7 @@ asked for, and the offset where it ends.
 from __future__ import annotations
 
 from odradek.broker.effects import Outcome, Reply
+from odradek.broker.partition import leader_epoch_error
 from odradek.broker.state import BrokerState
 from odradek.protocol.api import RequestHeader
 from odradek.protocol.error_codes import ErrorCode
@@ -40,12 +41,9 @@ def handle_offset_for_leader_epoch(
                 )
                 continue
             current = wanted.current_leader_epoch
-            if current >= 0 and current != partition.leader_epoch:
-                result.error_code = (
-                    ErrorCode.FENCED_LEADER_EPOCH
-                    if current < partition.leader_epoch
-                    else ErrorCode.UNKNOWN_LEADER_EPOCH
-                )
+            epoch_error = leader_epoch_error(current, partition.leader_epoch)
+            if epoch_error != ErrorCode.NONE:
+                result.error_code = epoch_error
                 continue
             epoch, end_offset = partition.log.end_offset_for_epoch(wanted.leader_epoch)
             result.leader_epoch = epoch

@@ -13,10 +13,22 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from odradek.protocol.error_codes import ErrorCode
 from odradek.replication.follower import PartitionFollower
 from odradek.replication.leader import PartitionLeader
 from odradek.replication.producer_state import ProducerStateManager
 from odradek.storage.log import PartitionLog
+
+
+def leader_epoch_error(current_leader_epoch: int, leader_epoch: int) -> ErrorCode:
+    """KIP-320: a request's ``current_leader_epoch`` against the partition's (-1 skips
+    the check). Older: FENCED_LEADER_EPOCH, the client must refresh its metadata; newer:
+    UNKNOWN_LEADER_EPOCH, this broker has not seen that metadata yet."""
+    if current_leader_epoch < 0 or current_leader_epoch == leader_epoch:
+        return ErrorCode.NONE
+    if current_leader_epoch < leader_epoch:
+        return ErrorCode.FENCED_LEADER_EPOCH
+    return ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
 class LogEpochs:

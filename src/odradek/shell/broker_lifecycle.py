@@ -18,7 +18,7 @@ from collections.abc import Callable
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from odradek.protocol.messages.broker_registration_request import Listener
-from odradek.shell.peer_client import PeerConnection, PeerUnavailable
+from odradek.shell.peer_client import PeerConnection, PeerPool, PeerUnavailable
 from odradek.shell.quorum import QuorumDriver
 
 log = logging.getLogger("odradek.broker")
@@ -60,7 +60,7 @@ class BrokerLifecycle:
         self.broker_epoch = -1
         self.fenced = True
         self.unfenced = asyncio.Event()
-        self._peers: dict[tuple[str, int], PeerConnection] = {}
+        self._peers = PeerPool(f"broker-{broker_id}")
 
     async def run(self) -> None:
         while True:
@@ -124,8 +124,7 @@ class BrokerLifecycle:
         return False
 
     async def close(self) -> None:
-        for peer in self._peers.values():
-            await peer.close()
+        await self._peers.close()
 
     def _controller_address(self) -> tuple[str, int] | None:
         node = self.quorum.node
@@ -134,11 +133,7 @@ class BrokerLifecycle:
         return self.quorum.address_of(node.leader)
 
     def _peer(self, address: tuple[str, int]) -> PeerConnection:
-        peer = self._peers.get(address)
-        if peer is None:
-            peer = PeerConnection(*address, client_id=f"broker-{self.broker_id}")
-            self._peers[address] = peer
-        return peer
+        return self._peers.get(address)
 
     async def _register(self, address: tuple[str, int]) -> None:
         request = BrokerRegistrationRequest(

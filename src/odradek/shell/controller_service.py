@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -308,11 +307,7 @@ class ControllerService:
     async def _add_voter(self, body: AddRaftVoterRequest) -> AddRaftVoterResponse:
         if body.cluster_id and body.cluster_id != self.cluster_id:
             return AddRaftVoterResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
-        voter = Voter(
-            body.voter_id,
-            body.voter_directory_id,
-            tuple(VoterEndpoint(e.name, e.host, e.port) for e in body.listeners),
-        )
+        voter = _voter(body)
         error, message = await self.quorum.change_voters(
             lambda node, now: node.add_voter(voter, now), max(body.timeout_ms, 1)
         )
@@ -332,16 +327,17 @@ class ControllerService:
     async def _update_voter(self, body: UpdateRaftVoterRequest) -> UpdateRaftVoterResponse:
         if body.cluster_id and body.cluster_id != self.cluster_id:
             return UpdateRaftVoterResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
-        voter = Voter(
-            body.voter_id,
-            body.voter_directory_id,
-            tuple(VoterEndpoint(e.name, e.host, e.port) for e in body.listeners),
-        )
+        voter = _voter(body)
         error, _ = await self.quorum.change_voters(
             lambda node, now: node.update_voter(voter, now), 30_000
         )
         return UpdateRaftVoterResponse(error_code=error)
 
 
-def new_incarnation() -> uuid.UUID:
-    return uuid.uuid4()
+def _voter(body: AddRaftVoterRequest | UpdateRaftVoterRequest) -> Voter:
+    """The voter an AddRaftVoter or UpdateRaftVoter request names."""
+    return Voter(
+        body.voter_id,
+        body.voter_directory_id,
+        tuple(VoterEndpoint(e.name, e.host, e.port) for e in body.listeners),
+    )

@@ -101,7 +101,7 @@ from odradek.replication.producer_state import ProducerStateManager
 from odradek.shell import controller_service
 from odradek.shell.broker_lifecycle import BrokerLifecycle
 from odradek.shell.controller_service import ControllerService
-from odradek.shell.peer_client import PeerConnection, PeerUnavailable
+from odradek.shell.peer_client import PeerPool, PeerUnavailable
 from odradek.shell.quorum import NotController, QuorumConfig, QuorumDriver
 from odradek.shell.real_fs import RealFileSystem
 from odradek.shell.replication import ReplicationService
@@ -185,7 +185,7 @@ class Node:
         # Counts image changes other than no-ops: a decision made on an older generation
         # is made again before its records are committed.
         self._image_generation = 0
-        self._forward_peers: dict[tuple[str, int], PeerConnection] = {}
+        self._forward_peers = PeerPool(f"forward-{config.settings.node_id}")
         self._lifecycle_task: asyncio.Task[None] | None = None
         self.replication: ReplicationService | None = None
         self._checkpointed_hw: dict[tuple[str, int], int] = {}
@@ -510,8 +510,7 @@ class Node:
             await self.lifecycle.close()
         if self.replication is not None:
             await self.replication.close()
-        for peer in self._forward_peers.values():
-            await peer.close()
+        await self._forward_peers.close()
         self._flush_all()
         self._snapshot_producers()
         if self.log_dir is not None:
@@ -999,11 +998,6 @@ class Node:
             address = None if leader is None else self.quorum.address_of(leader)
             if address is not None:
                 peer = self._forward_peers.get(address)
-                if peer is None:
-                    peer = PeerConnection(
-                        *address, client_id=f"forward-{self.config.settings.node_id}"
-                    )
-                    self._forward_peers[address] = peer
                 try:
                     answer = await peer.request(
                         EnvelopeRequest(

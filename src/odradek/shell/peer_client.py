@@ -122,3 +122,23 @@ class PeerConnection:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+class PeerPool:
+    """One :class:`PeerConnection` per address, opened on first use, all closed together."""
+
+    def __init__(self, client_id: str) -> None:
+        self.client_id = client_id
+        self._peers: dict[tuple[str, int], PeerConnection] = {}
+
+    def get(self, address: tuple[str, int]) -> PeerConnection:
+        peer = self._peers.get(address)
+        if peer is None:
+            peer = PeerConnection(*address, client_id=self.client_id)
+            self._peers[address] = peer
+        return peer
+
+    async def close(self) -> None:
+        for peer in self._peers.values():
+            await peer.close()
+        self._peers.clear()

@@ -47,7 +47,7 @@ from odradek.raft.messages import (
 )
 from odradek.raft.quorum_file import QuorumStateFile, StoredQuorumState
 from odradek.raft.voters import ReplicaKey, Voter, VoterEndpoint, VoterSet
-from odradek.shell.peer_client import PeerConnection, PeerUnavailable
+from odradek.shell.peer_client import PeerConnection, PeerPool, PeerUnavailable
 
 log = logging.getLogger("odradek.quorum")
 
@@ -99,7 +99,7 @@ class QuorumDriver:
         self.on_commit = on_commit
         self.on_snapshot = on_snapshot
         self.node: RaftNode | None = None
-        self._peers: dict[tuple[str, int], PeerConnection] = {}
+        self._peers = PeerPool(f"raft-{config.node_id}")
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
         self._inbound: dict[tuple[int, int], asyncio.Future[Message]] = {}
@@ -178,8 +178,7 @@ class QuorumDriver:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        for peer in self._peers.values():
-            await peer.close()
+        await self._peers.close()
         self._fail_waiters()
 
     @property
@@ -432,11 +431,7 @@ class QuorumDriver:
         return (voter.endpoints[0].host, voter.endpoints[0].port) if voter.endpoints else None
 
     def _peer(self, address: tuple[str, int]) -> PeerConnection:
-        peer = self._peers.get(address)
-        if peer is None:
-            peer = PeerConnection(*address, client_id=f"raft-{self.config.node_id}")
-            self._peers[address] = peer
-        return peer
+        return self._peers.get(address)
 
     async def _request(self, destination: int, message: Message) -> None:
         address = self._address(destination)

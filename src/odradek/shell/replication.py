@@ -50,7 +50,7 @@ from odradek.replication.leader import (
     PartitionRegistration,
     RegistrationAction,
 )
-from odradek.shell.peer_client import PeerConnection, PeerUnavailable
+from odradek.shell.peer_client import PeerConnection, PeerPool, PeerUnavailable
 
 log = logging.getLogger("odradek.replication")
 
@@ -90,7 +90,11 @@ class ReplicationService:
         self.node_id = state.settings.node_id
         self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[int]]]] = {}
         self._fetchers: dict[int, asyncio.Task[None]] = {}
-        self._peers: dict[tuple[str, int], PeerConnection] = {}
+        # Fetches long-poll: ISR changes get connections of their own, not queued behind.
+        self._peers = {
+            "fetch": PeerPool(f"replica-{self.node_id}-fetch"),
+            "isr": PeerPool(f"replica-{self.node_id}-isr"),
+        }
         self._isr_retry: dict[tuple[str, int], tuple[IsrProposal, int]] = {}
         self._isr_task: asyncio.Task[None] | None = None
         state.replication_changed = self.replication_changed
@@ -249,12 +253,7 @@ class ReplicationService:
         return (broker.endpoints[0].host, broker.endpoints[0].port)
 
     def _peer(self, address: tuple[str, int], purpose: str) -> PeerConnection:
-        key = (f"{address[0]}|{purpose}", address[1])
-        peer = self._peers.get(key)
-        if peer is None:
-            peer = PeerConnection(*address, client_id=f"replica-{self.node_id}-{purpose}")
-            self._peers[key] = peer
-        return peer
+        return self._peers[purpose].get(address)
 
     async def _fetch_from(self, leader_id: int) -> None:
         """Pull every partition this node follows from ``leader_id``, forever."""
@@ -512,8 +511,8 @@ class ReplicationService:
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        for peer in self._peers.values():
-            await peer.close()
+        for pool in self._peers.values():
+            await pool.close()
         for key in list(self._waiters):
             self.fail_waiters(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
 
