@@ -17,6 +17,7 @@ from odradek.cli.cluster import cluster
 from odradek.cli.dev_cluster import run_dev_cluster
 from odradek.cli.quarantine import quarantine
 from odradek.cli.quorum import quorum
+from odradek.cli.recover_quorum import recover_quorum
 from odradek.core.errors import ConfigError, CorruptLogError
 from odradek.core.kafka_uuid import from_kafka_str, to_kafka_str
 from odradek.shell.boot import node_config
@@ -247,3 +248,4 @@ def _check_one_quorum_flag(
 main.add_command(quorum)
 main.add_command(cluster)
 main.add_command(quarantine)
+main.add_command(recover_quorum)
