@@ -13,9 +13,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from odradek.controller.image import PartitionImage
 from odradek.protocol.error_codes import ErrorCode
 from odradek.replication.follower import PartitionFollower
-from odradek.replication.leader import PartitionLeader
+from odradek.replication.leader import PartitionLeader, PartitionRegistration
 from odradek.replication.producer_state import ProducerStateManager
 from odradek.storage.log import PartitionLog
 
@@ -29,6 +30,13 @@ def leader_epoch_error(current_leader_epoch: int, leader_epoch: int) -> ErrorCod
     if current_leader_epoch < leader_epoch:
         return ErrorCode.FENCED_LEADER_EPOCH
     return ErrorCode.UNKNOWN_LEADER_EPOCH
+
+
+def registration_of(p: PartitionImage) -> PartitionRegistration:
+    """The image's registration of a partition, as the replication cores take it."""
+    return PartitionRegistration(
+        tuple(p.replicas), tuple(p.isr), p.leader, p.leader_epoch, p.partition_epoch
+    )
 
 
 class LogEpochs:

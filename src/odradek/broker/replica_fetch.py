@@ -44,10 +44,7 @@ def attempt(
     responses: list[FetchableTopicResponse] = []
     watched: set[tuple[str, int]] = set()
     for topic in request.topics:
-        name = topic.topic
-        if version >= TOPIC_IDS_VERSION:
-            found = state.image.topics_by_id.get(topic.topic_id)
-            name = found.name if found is not None else ""
+        name = state.fetched_topic_name(topic.topic, topic.topic_id, version >= TOPIC_IDS_VERSION)
         out = FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id)
         responses.append(out)
         for wanted in topic.partitions:

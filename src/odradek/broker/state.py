@@ -6,6 +6,7 @@ it and return effects (``odradek.broker.effects``).
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -55,6 +56,13 @@ class BrokerState:
     shell completes acks=all produces and wakes consumers waiting on it."""
     records_appended: Callable[[tuple[str, int]], None] = _ignore
     """Called when a leader appended records: the shell wakes followers' fetches."""
+
+    def fetched_topic_name(self, name: str, topic_id: uuid.UUID, by_id: bool) -> str:
+        """The topic a Fetch names: by id from v13 on (empty when unknown), else by name."""
+        if not by_id:
+            return name
+        found = self.image.topics_by_id.get(topic_id)
+        return found.name if found is not None else ""
 
     def led_partition(self, key: tuple[str, int]) -> LocalPartition | None:
         """The partition when this node is its leader; None when it is not hosted here or

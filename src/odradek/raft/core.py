@@ -286,11 +286,8 @@ class RaftNode:
         problem = self._voter_change_problem()
         if problem is not None:
             return problem
-        current = self.voters.get(key.node_id)
-        if current is None or current.directory_id != key.directory_id:
-            return VoterChangeOutcome(
-                ErrorCode.VOTER_NOT_FOUND, f"{key.node_id}/{key.directory_id} is not a voter"
-            )
+        if self._voter_named(key) is None:
+            return _not_a_voter(key)
         if len(self.voters) == 1:
             return VoterChangeOutcome(ErrorCode.INVALID_REQUEST, "cannot remove the last voter")
         return self._append_voters(self.voters.without(key.node_id), now_ms)
@@ -300,15 +297,17 @@ class RaftNode:
         problem = self._voter_change_problem()
         if problem is not None:
             return problem
-        current = self.voters.get(voter.node_id)
-        if current is None or current.directory_id != voter.directory_id:
-            return VoterChangeOutcome(
-                ErrorCode.VOTER_NOT_FOUND,
-                f"{voter.node_id}/{voter.directory_id} is not a voter",
-            )
+        current = self._voter_named(voter.key)
+        if current is None:
+            return _not_a_voter(voter.key)
         if current == voter:
             return VoterChangeOutcome(ErrorCode.NONE)
         return self._append_voters(self.voters.replaced(voter), now_ms)
+
+    def _voter_named(self, key: ReplicaKey) -> Voter | None:
+        """The voter with exactly this node id and directory id."""
+        current = self.voters.get(key.node_id)
+        return current if current is not None and current.directory_id == key.directory_id else None
 
     def create_snapshot(
         self, end_offset: int, records: list[bytes], last_contained_ms: int
@@ -988,18 +987,19 @@ class RaftNode:
         base = FetchResponse(self.epoch, self.node_id, self.high_watermark, (), request.request_id)
         if self._needs_snapshot(request):
             snapshot = self.log.latest_snapshot()
-            self._send(sender, _replace(base, snapshot_id=snapshot))
+            self._send(sender, dataclasses.replace(base, snapshot_id=snapshot))
             return
         diverging = self._diverging(request)
         if diverging is not None:
             epoch, end_offset = diverging
             self._send(
-                sender, _replace(base, diverging_epoch=epoch, diverging_end_offset=end_offset)
+                sender,
+                dataclasses.replace(base, diverging_epoch=epoch, diverging_end_offset=end_offset),
             )
             return
         entries = tuple(self.log.entries_from(request.fetch_offset, self.MAX_FETCH_ENTRIES))
         progress.sent_high_watermark = self.high_watermark
-        self._send(sender, _replace(base, entries=entries))
+        self._send(sender, dataclasses.replace(base, entries=entries))
 
     def _answer_parked(self, now_ms: int) -> None:
         parked, self._parked = self._parked, {}
@@ -1168,5 +1168,7 @@ class RaftNode:
         self._ready.snapshot = snapshot_id
 
 
-def _replace(response: FetchResponse, **changes: object) -> FetchResponse:
-    return dataclasses.replace(response, **changes)  # type: ignore[arg-type]
+def _not_a_voter(key: ReplicaKey) -> VoterChangeOutcome:
+    return VoterChangeOutcome(
+        ErrorCode.VOTER_NOT_FOUND, f"{key.node_id}/{key.directory_id} is not a voter"
+    )

@@ -261,10 +261,10 @@ def request_from_wire(
     body: WireRequest, cluster_id: str, correlation_id: int
 ) -> tuple[Message, int] | Rejected:
     """The core message and sender node id of an inbound KRaft request, or why not."""
+    rejected = _check_cluster(body.cluster_id, cluster_id)
+    if rejected:
+        return rejected
     if isinstance(body, vq.VoteRequest):
-        rejected = _check_cluster(body.cluster_id, cluster_id)
-        if rejected:
-            return rejected
         vote_topic = _one(body.topics, "VoteRequest")
         vote = _one(vote_topic.partitions, "VoteRequest")
         rejected = _check_partition(vote_topic.topic_name, vote.partition_index)
@@ -281,9 +281,6 @@ def request_from_wire(
         )
         return message, vote.candidate_id
     if isinstance(body, bq.BeginQuorumEpochRequest):
-        rejected = _check_cluster(body.cluster_id, cluster_id)
-        if rejected:
-            return rejected
         begin_topic = _one(body.topics, "BeginQuorumEpochRequest")
         begin = _one(begin_topic.partitions, "BeginQuorumEpochRequest")
         rejected = _check_partition(begin_topic.topic_name, begin.partition_index)
@@ -292,9 +289,6 @@ def request_from_wire(
         voter = ReplicaKey(body.voter_id, begin.voter_directory_id)
         return BeginQuorumEpoch(begin.leader_epoch, begin.leader_id, voter), begin.leader_id
     if isinstance(body, eq.EndQuorumEpochRequest):
-        rejected = _check_cluster(body.cluster_id, cluster_id)
-        if rejected:
-            return rejected
         end_topic = _one(body.topics, "EndQuorumEpochRequest")
         end = _one(end_topic.partitions, "EndQuorumEpochRequest")
         rejected = _check_partition(end_topic.topic_name, end.partition_index)
@@ -305,9 +299,6 @@ def request_from_wire(
         )
         return EndQuorumEpoch(end.leader_epoch, end.leader_id, successors), end.leader_id
     if isinstance(body, fq.FetchRequest):
-        rejected = _check_cluster(body.cluster_id, cluster_id)
-        if rejected:
-            return rejected
         if len(body.topics) != 1 or len(body.topics[0].partitions) != 1:
             return Rejected(ErrorCode.INVALID_REQUEST, "a raft fetch names one partition")
         topic_id = body.topics[0].topic_id
@@ -326,9 +317,6 @@ def request_from_wire(
             body.max_wait_ms,
         )
         return fetch_message, replica
-    rejected = _check_cluster(body.cluster_id, cluster_id)
-    if rejected:
-        return rejected
     snap_topic = _one(body.topics, "FetchSnapshotRequest")
     snap = _one(snap_topic.partitions, "FetchSnapshotRequest")
     rejected = _check_partition(snap_topic.name, snap.partition)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -57,6 +56,7 @@ from odradek.protocol.messages import (
 from odradek.protocol.metadata_record import encode_metadata_record
 from odradek.raft.core import RaftNode
 from odradek.raft.voters import ReplicaKey, Voter, VoterEndpoint
+from odradek.shell.clock import now_ms
 from odradek.shell.quorum import NotController, QuorumDriver
 
 log = logging.getLogger("odradek.controller")
@@ -92,10 +92,6 @@ RAFT_APIS = frozenset(
 def route(header: Any, body: Any) -> Outcome:
     """The router's handler for every controller API: the service answers it."""
     return ControllerCall(header, body)
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class ControllerService:

@@ -27,7 +27,6 @@ import json
 import logging
 import random
 import signal
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -100,6 +99,7 @@ from odradek.raft.snapshot import decode_snapshot
 from odradek.replication.producer_state import ProducerStateManager
 from odradek.shell import controller_service
 from odradek.shell.broker_lifecycle import BrokerLifecycle
+from odradek.shell.clock import now_ms
 from odradek.shell.controller_service import ControllerService
 from odradek.shell.peer_client import PeerPool, PeerUnavailable
 from odradek.shell.quorum import NotController, QuorumConfig, QuorumDriver
@@ -155,10 +155,6 @@ class NodeConfig:
     controller_listen_port: int = 0
     broker_session_timeout_ms: int = 9000
     broker_heartbeat_interval_ms: int = 2000
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class Node:
@@ -709,7 +705,7 @@ class Node:
                 current.max_message_bytes = max_message_bytes
             rebuild = current is None or current.leader_epoch != p.leader_epoch
             if not rebuild and current is not None and self.replication is not None:
-                rebuild = self.replication.assign(current, topic, p)
+                rebuild = self.replication.assign(current, p)
             if not rebuild:
                 continue
             # A new leader epoch: this node's role may have changed with it.

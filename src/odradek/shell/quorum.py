@@ -47,6 +47,7 @@ from odradek.raft.messages import (
 )
 from odradek.raft.quorum_file import QuorumStateFile, StoredQuorumState
 from odradek.raft.voters import ReplicaKey, Voter, VoterEndpoint, VoterSet
+from odradek.shell.clock import monotonic_ms
 from odradek.shell.peer_client import PeerConnection, PeerPool, PeerUnavailable
 
 log = logging.getLogger("odradek.quorum")
@@ -78,10 +79,6 @@ class QuorumConfig:
     retry_backoff_ms: int = 20
     max_idle_interval_ms: int = 500
     stall_alarm_ms: int = 10_000
-
-
-def monotonic_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 class QuorumDriver:

@@ -20,15 +20,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from odradek.broker.config import ServerConfig
-from odradek.broker.partition import LocalPartition, LogEpochs
+from odradek.broker.partition import LocalPartition, LogEpochs, registration_of
 from odradek.broker.state import BrokerState
 from odradek.broker.topic_config import effective_topic_value
-from odradek.controller.image import PartitionImage, TopicImage
+from odradek.controller.image import PartitionImage
 from odradek.core.errors import ConfigError, LogOfflineError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import AlterPartitionRequest, FetchRequest
@@ -37,8 +36,10 @@ from odradek.protocol.messages import fetch_request as fq
 from odradek.protocol.messages.alter_partition_response import (
     PartitionData as AlterPartitionResponsePartition,
 )
+from odradek.protocol.messages.fetch_response import PartitionData as FetchResponsePartition
 from odradek.replication.follower import (
     FollowerAction,
+    FollowerDecision,
     FollowerFetch,
     FollowerRegistrationAction,
     PartitionFollower,
@@ -47,9 +48,9 @@ from odradek.replication.leader import (
     AlterPartitionAction,
     IsrProposal,
     PartitionLeader,
-    PartitionRegistration,
     RegistrationAction,
 )
+from odradek.shell.clock import now_ms
 from odradek.shell.peer_client import PeerConnection, PeerPool, PeerUnavailable
 
 log = logging.getLogger("odradek.replication")
@@ -59,16 +60,6 @@ ALTER_PARTITION_VERSION = 3
 ISR_TICK_S = 0.2
 ISR_RETRY_MS = 500
 FETCHER_IDLE_S = 0.05
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
-def registration_of(p: PartitionImage) -> PartitionRegistration:
-    return PartitionRegistration(
-        tuple(p.replicas), tuple(p.isr), p.leader, p.leader_epoch, p.partition_epoch
-    )
 
 
 class ReplicationService:
@@ -114,7 +105,7 @@ class ReplicationService:
             return value
         return replicas // 2 + 1
 
-    def assign(self, partition: LocalPartition, topic: TopicImage, p: PartitionImage) -> bool:
+    def assign(self, partition: LocalPartition, p: PartitionImage) -> bool:
         """Give ``partition`` its role for registration ``p``; True when the caller must
         build a new LocalPartition (a new leader epoch) rather than keep this one."""
         registration = registration_of(p)
@@ -357,8 +348,8 @@ class ReplicationService:
         self,
         partition: LocalPartition,
         follower: PartitionFollower,
-        decision: Any,
-        data: Any,
+        decision: FollowerDecision,
+        data: FetchResponsePartition,
         now: int,
         flush: dict[tuple[str, int], int],
         high_watermark: int,
@@ -369,8 +360,13 @@ class ReplicationService:
         if action is FollowerAction.APPEND:
             records = data.records
             if records is not None and len(records):
-                chunk = records if isinstance(records, memoryview) else memoryview(bytes(records))
-                log_.append_as_follower(chunk, now)
+                # A decoded response holds bytes or a view of the frame, never a file range.
+                raw = (
+                    records
+                    if isinstance(records, bytes | bytearray | memoryview)
+                    else records.read()
+                )
+                log_.append_as_follower(memoryview(raw), now)
             follower.update_high_watermark(data.high_watermark)
             if partition.flush_before_ack and log_.recovery_point < log_.log_end_offset:
                 flush[partition.key] = log_.log_end_offset

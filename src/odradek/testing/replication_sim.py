@@ -87,9 +87,10 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from odradek.broker.partition import registration_of
 from odradek.controller.controller import QuorumControllerState
 from odradek.controller.elections import unclean_leader_elections
-from odradek.controller.image import NO_LEADER, MetadataImage, PartitionImage
+from odradek.controller.image import NO_LEADER, MetadataImage
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages.alter_partition_request import (
     AlterPartitionRequest,
@@ -351,12 +352,6 @@ class Broker:
     def caught_up(self) -> bool:
         """Kafka's broker starts its replicas once its metadata reaches its registration."""
         return self.broker_epoch >= 0 and self.image.offset >= self.broker_epoch
-
-
-def registration_of(p: PartitionImage) -> PartitionRegistration:
-    return PartitionRegistration(
-        tuple(p.replicas), tuple(p.isr), p.leader, p.leader_epoch, p.partition_epoch
-    )
 
 
 # ---------------------------------------------------------------------- messages
