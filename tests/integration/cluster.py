@@ -29,7 +29,8 @@ def free_port() -> int:
         return port
 
 
-def odradek(*args: str) -> str:
+def odradek(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run the ``odradek`` command; with ``check``, fail the test when it fails."""
     result = subprocess.run(
         [sys.executable, "-m", "odradek", *args],
         capture_output=True,
@@ -37,25 +38,73 @@ def odradek(*args: str) -> str:
         timeout=60,
         check=False,
     )
-    if result.returncode != 0:
+    if check and result.returncode != 0:
         raise AssertionError(f"odradek {' '.join(args)}: {result.stdout}\n{result.stderr}")
-    return result.stdout
+    return result
 
 
-class ClusterNode:
+class ServerProcess:
+    """One ``odradek server --config DIR/server.properties`` process, its log in
+    ``DIR/node.log``. A broker prints ``bootstrap.servers=`` once it serves clients."""
+
+    def __init__(self, directory: Path) -> None:
+        self.dir = directory
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.config = self.dir / "server.properties"
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self, wait_for_clients: bool = False) -> None:
+        log = open(self.dir / "node.log", "a")  # noqa: SIM115 - closed with the process
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "odradek", "server", "--config", str(self.config)],
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        if wait_for_clients:
+            self.wait_for_clients()
+
+    def wait_for_clients(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if line.startswith("bootstrap.servers="):
+                return
+            if not line:
+                break
+        tail = (self.dir / "node.log").read_text()[-3000:]
+        raise AssertionError(f"{self.dir.name} did not start:\n{tail}")
+
+    def kill(self) -> None:
+        """SIGKILL: no flush, no checkpoint, no controlled shutdown."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(30)
+
+    def stop(self) -> None:
+        """SIGTERM and wait: a clean stop (SIGKILL after 30 s)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(30)
+
+
+class ClusterNode(ServerProcess):
     def __init__(
         self, root: Path, node_id: int, extra: str, roles: str = "broker,controller"
     ) -> None:
+        super().__init__(root / f"node-{node_id}")
         self.node_id = node_id
         self.roles = roles
         self.port = free_port()
         self.controller_port = free_port()
-        self.dir = root / f"node-{node_id}"
-        self.dir.mkdir(parents=True)
-        self.config = self.dir / "server.properties"
         self.directory_id = uuid.uuid4()
         self.extra = extra
-        self.process: subprocess.Popen[str] | None = None
 
     def write_config(self, bootstrap: str) -> None:
         listeners = []
@@ -81,44 +130,11 @@ class ClusterNode:
         return "broker" in self.roles
 
     def start(self, wait: bool = True) -> None:
-        log = open(self.dir / "node.log", "a")  # noqa: SIM115 - closed with the process
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "odradek", "server", "--config", str(self.config)],
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        if wait:
-            self.wait_started()
+        super().start(wait_for_clients=wait and self.is_broker)
 
     def wait_started(self) -> None:
-        if not self.is_broker:
-            return  # a controller prints no bootstrap line
-        assert self.process is not None and self.process.stdout is not None
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if line.startswith("bootstrap.servers="):
-                return
-            if not line:
-                break
-        tail = (self.dir / "node.log").read_text()[-3000:]
-        raise AssertionError(f"node {self.node_id} did not start:\n{tail}")
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(30)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(30)
+        if self.is_broker:  # a controller prints no bootstrap line
+            self.wait_for_clients()
 
 
 class Cluster:
@@ -172,7 +188,7 @@ class Cluster:
             out = odradek(
                 "quorum", "describe", "--bootstrap-controller",
                 f"127.0.0.1:{n.controller_port}", "--json",
-            )  # fmt: skip
+            ).stdout  # fmt: skip
             leader: int = json.loads(out)["leader_id"]
             return leader
         raise AssertionError("no node running")

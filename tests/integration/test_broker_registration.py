@@ -8,10 +8,6 @@ and disappears from what clients see; restarted, it registers again.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,52 +16,14 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from tests.integration.test_quorum import CLUSTER, free_port, odradek
+from tests.integration.cluster import CLUSTER_ID as CLUSTER
+from tests.integration.cluster import ServerProcess, free_port, odradek
 
-START_TIMEOUT_S = 30
 
-
-class Server:
+class Server(ServerProcess):
     def __init__(self, root: Path, name: str, properties: str) -> None:
-        self.dir = root / name
-        self.dir.mkdir(parents=True)
-        self.config = self.dir / "server.properties"
+        super().__init__(root / name)
         self.config.write_text(properties + f"log.dirs={self.dir / 'data'}\n")
-        self.process: subprocess.Popen[str] | None = None
-
-    def start(self, wait_for_clients: bool) -> None:
-        log = open(self.dir / "node.log", "a")  # noqa: SIM115 - closed with the process
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "odradek", "server", "--config", str(self.config)],
-            stdout=subprocess.PIPE,
-            stderr=log,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-        if not wait_for_clients:
-            return
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if line.startswith("bootstrap.servers="):
-                return
-            if not line:
-                break
-        raise AssertionError(f"{self.dir} did not start: {(self.dir / 'node.log').read_text()}")
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(30)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
 
 
 @pytest.fixture

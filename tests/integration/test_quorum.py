@@ -8,11 +8,6 @@ tests read the quorum with ``odradek quorum describe --json`` as an operator wou
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -22,41 +17,19 @@ from typing import Any
 import pytest
 
 from odradek.core.kafka_uuid import to_kafka_str
+from tests.integration.cluster import CLUSTER_ID as CLUSTER
+from tests.integration.cluster import ServerProcess, free_port, odradek
 
-CLUSTER = "q2R5VnVhRkqzh1m3qC8n1w"
 WAIT_S = 30.0
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-def odradek(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "odradek", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    if check and result.returncode != 0:
-        raise AssertionError(f"odradek {' '.join(args)}: {result.stdout}\n{result.stderr}")
-    return result
-
-
-class Controller:
+class Controller(ServerProcess):
     def __init__(self, root: Path, node_id: int, port: int, bootstrap: str) -> None:
+        super().__init__(root / f"controller-{node_id}")
         self.node_id = node_id
-        self.dir = root / f"controller-{node_id}"
-        self.dir.mkdir(parents=True)
-        self.config = self.dir / "server.properties"
         self.bootstrap = bootstrap
         self.configure(port)
         self.directory_id = uuid.uuid4()
-        self.process: subprocess.Popen[str] | None = None
 
     def configure(self, port: int) -> None:
         self.port = port
@@ -82,29 +55,6 @@ class Controller:
 
     def entry(self) -> str:
         return f"{self.node_id}@127.0.0.1:{self.port}:{to_kafka_str(self.directory_id)}"
-
-    def start(self) -> None:
-        log = open(self.dir / "node.log", "a")  # noqa: SIM115 - closed with the process
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "odradek", "server", "--config", str(self.config)],
-            stdout=log,
-            stderr=log,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-
-    def kill(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGKILL)
-            self.process.wait(30)
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
 
 
 def describe(address: str) -> dict[str, Any] | None:
