@@ -93,14 +93,15 @@ def test_a_broken_invariant_names_the_seed_and_the_replay_command() -> None:
 
 def test_the_scenarios_exercise_their_faults() -> None:
     """The CI seeds really do what they claim: leaders move, followers truncate, brokers
-    crash and are fenced, ISRs change."""
+    crash and are fenced, ISRs change, eligible leader replicas take over."""
     seen: dict[str, int] = {}
     for seed in range(12):
         sim = run_simulation(seed)
         assert sim.scenario == SCENARIOS[seed % len(SCENARIOS)]
         for kind, count in sim.stats.items():
             seen[kind] = seen.get(kind, 0) + count
-    for kind in ("leader", "truncate", "crash", "fence", "isr proposal", "pause", "seed000"):
+    kinds = ("leader", "truncate", "crash", "fence", "isr proposal", "pause", "seed000")
+    for kind in (*kinds, "elr election"):
         assert seen.get(kind, 0) > 0, f"no {kind} in the CI seeds: {seen}"
 
 

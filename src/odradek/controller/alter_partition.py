@@ -38,6 +38,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from odradek.controller.elr import elr_after, min_insync_replicas
 from odradek.controller.image import (
     LEADER_RECOVERY_RECOVERED,
     LEADER_RECOVERY_RECOVERING,
@@ -212,6 +213,12 @@ def alter_partition(
             new_isr = [member.broker_id for member in isr]
             if new_isr != partition.isr:
                 record.isr = new_isr
+                # KIP-966: members leaving an ISR that ends below min.insync.replicas
+                # stay eligible to lead (the leader has frozen its high watermark).
+                min_isr = min_insync_replicas(image.configs, topic.name, len(partition.replicas))
+                elr = elr_after(partition, new_isr, min_isr)
+                if elr != partition.eligible_leader_replicas:
+                    record.eligible_leader_replicas = elr
             if data.leader_recovery_state != partition.leader_recovery_state:
                 record.leader_recovery_state = data.leader_recovery_state
             if record.isr is not None or record.leader_recovery_state != -1:

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from odradek.controller.elr import elr_after, min_insync_replicas
 from odradek.controller.image import (
     NO_LEADER,
     BrokerImage,
@@ -140,12 +141,19 @@ def leader_and_isr_updates(
     *,
     broker_to_remove: int = NO_LEADER,
     broker_to_add: int = NO_LEADER,
+    forget_broker: bool = False,
 ) -> list[PartitionChangeRecord]:
-    """Kafka's ``ReplicationControlManager.generateLeaderAndIsrUpdates``.
+    """Kafka's ``ReplicationControlManager.generateLeaderAndIsrUpdates``, with KIP-966.
 
     ``broker_to_remove`` leaves every ISR and may lead nothing; ``broker_to_add`` counts
     as active even if the image still says otherwise (it is being unfenced by a record
     the caller has not replayed yet). Partitions that would not change get no record.
+
+    The leader comes from the ISR; when no ISR member can lead, from the eligible
+    leader replicas (:mod:`odradek.controller.elr`), which then leads with an ISR of
+    itself. ``forget_broker`` (its log directory is new: the disk was wiped) also takes
+    ``broker_to_remove`` out of the ELR and, if it was the last, out of the ISR: its log
+    no longer holds what made it eligible.
     """
 
     def acceptable(replica: int) -> bool:
@@ -156,12 +164,26 @@ def leader_and_isr_updates(
     records = []
     for topic, partition_id, partition in partitions:
         target_isr = [replica for replica in partition.isr if replica != broker_to_remove]
-        if not target_isr:
-            # The ISR never becomes empty (Kafka before KIP-966): the last member stays,
-            # the only replica known to hold every committed record, and the partition
-            # goes without a leader until that replica comes back.
+        if not target_isr and not forget_broker:
+            # The last member stays (Kafka before KIP-966 does the same): the one
+            # replica known to hold every committed record, which leads again when it
+            # comes back unless an eligible replica can lead first.
             target_isr = list(partition.isr)
+        min_isr = min_insync_replicas(image.configs, topic.name, len(partition.replicas))
+        elr = elr_after(partition, target_isr, min_isr)
+        if forget_broker:
+            elr = [replica for replica in elr if replica != broker_to_remove]
         leader = _elect_leader(partition, target_isr, acceptable)
+        if leader == NO_LEADER:
+            leader = _elect_leader(partition, elr, acceptable)
+            if leader != NO_LEADER:
+                # KIP-966: an eligible replica holds every committed record; it leads
+                # alone, and the ISR members it replaces stay eligible (they were
+                # complete too).
+                elr = elr_after(replace(partition, eligible_leader_replicas=elr), [leader], min_isr)
+                target_isr = [leader]
+        if forget_broker:
+            elr = [replica for replica in elr if replica != broker_to_remove]
         record = PartitionChangeRecord(partition_id=partition_id, topic_id=topic.topic_id)
         changed = False
         if leader != partition.leader:
@@ -170,6 +192,9 @@ def leader_and_isr_updates(
             changed = True
         if target_isr != partition.isr:
             record.isr = target_isr
+            changed = True
+        if elr != partition.eligible_leader_replicas:
+            record.eligible_leader_replicas = elr
             changed = True
         if changed:
             records.append(record)
@@ -371,11 +396,20 @@ def register_broker(
 
     records: list[BrokerRecord] = []
     if existing is not None:
+        # A new log directory id means a new, empty disk: whatever made the old
+        # incarnation a safe leader (last ISR member, eligible replica) is gone with it.
+        wiped = bool(existing.log_dirs) and set(existing.log_dirs) != set(request.log_dirs)
         records.extend(
             leader_and_isr_updates(
                 image,
-                _partitions(image, _in_isr_or_leading(broker_id)),
+                _partitions(
+                    image,
+                    (lambda p: broker_id in p.eligible_leader_replicas or broker_id in p.isr)
+                    if wiped
+                    else _in_isr_or_leading(broker_id),
+                ),
                 broker_to_remove=broker_id,
+                forget_broker=wiped,
             )
         )
     broker_epoch = next_offset + len(records)

@@ -51,17 +51,20 @@ def unclean_leader_election(
 ) -> PartitionChangeRecord | None:
     """The record that elects an out-of-sync replica of ``partition``, or ``None``.
 
-    ``None`` unless the option is on, the partition has no leader, no ISR member is
-    active (a clean election would then be possible, and it is always preferred), and
-    some replica is active. The first active replica in replica order is chosen, as
-    Kafka does. The record carries the leader (so replay bumps the leader epoch: the
-    old leader's epoch is fenced), the ISR ``[leader]`` (the only replica now known to
-    hold the partition's history, which is by definition its own) and RECOVERING.
+    ``None`` unless the option is on, the partition has no leader, no ISR member and no
+    eligible leader replica is active (a clean election would then be possible, and it
+    is always preferred), and some replica is active. The first active replica in
+    replica order is chosen, as Kafka does. The record carries the leader (so replay
+    bumps the leader epoch: the old leader's epoch is fenced), the ISR ``[leader]`` (the
+    only replica now known to hold the partition's history, which is by definition its
+    own), an empty ELR and RECOVERING.
     """
     if not unclean_leader_election_enable or partition.leader != NO_LEADER:
         return None
     if any(is_active(image, replica) for replica in partition.isr):
         return None
+    if any(is_active(image, replica) for replica in partition.eligible_leader_replicas):
+        return None  # an eligible replica leads without loss (KIP-966): never skip it
     for replica in partition.replicas:
         if is_active(image, replica):
             return PartitionChangeRecord(
@@ -69,6 +72,9 @@ def unclean_leader_election(
                 topic_id=topic.topic_id,
                 leader=replica,
                 isr=[replica],
+                # What made a replica eligible (holding every committed record) means
+                # nothing after this: the new leader's log defines the partition now.
+                eligible_leader_replicas=[],
                 leader_recovery_state=LEADER_RECOVERY_RECOVERING,
             )
     return None

@@ -28,6 +28,7 @@ from typing import Any
 from odradek.broker.effects import ControllerCall, Outcome
 from odradek.controller.controller import QuorumControllerState
 from odradek.controller.elections import unclean_leader_election
+from odradek.controller.elr import cluster_min_isr_record
 from odradek.controller.image import MetadataImage
 from odradek.controller.preferred import imbalanced_partitions, preferred_election
 from odradek.protocol.error_codes import ErrorCode
@@ -211,15 +212,17 @@ class ControllerService:
         for topic in image.topics_by_name.values():
             for index, partition in topic.partitions.items():
                 if partition.leader < 0:
-                    now_offline[(topic.name, index)] = list(partition.isr)
-        for (name, index), isr in sorted(now_offline.items()):
+                    now_offline[(topic.name, index)] = sorted(
+                        {*partition.isr, *partition.eligible_leader_replicas}
+                    )
+        for (name, index), eligible in sorted(now_offline.items()):
             if (name, index) not in self.offline:
                 log.error(
-                    "partition %s-%d offline: no eligible leader is alive (ISR %s); it "
-                    "stays offline until one of them returns",
+                    "partition %s-%d offline: no eligible leader is alive (ISR and "
+                    "eligible replicas %s); it stays offline until one of them returns",
                     name,
                     index,
-                    isr,
+                    eligible,
                 )
         for name, index in sorted(set(self.offline) - set(now_offline)):
             log.warning("partition %s-%d has a leader again", name, index)
@@ -283,6 +286,22 @@ class ControllerService:
                     await self.commit(list(records))
                 except NotController:
                     return
+
+    async def adopt_static_min_isr(self, static_value: int | None) -> None:
+        """Write this controller's static ``min.insync.replicas`` as the cluster default
+        when the log has none, so that controller and leaders read one value (KIP-966;
+        :mod:`odradek.controller.elr`)."""
+        async with self.write_lock:
+            if self._controller_state() is None:
+                return
+            record = cluster_min_isr_record(self.image(), static_value)
+            if record is None:
+                return
+            log.info("min.insync.replicas=%s becomes the cluster default", record.value)
+            try:
+                await self.commit([record])
+            except NotController:
+                return
 
     async def expire_sessions(self) -> None:
         """Fence the brokers whose session timed out (run on a timer)."""

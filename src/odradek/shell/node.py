@@ -647,6 +647,7 @@ class Node:
         last_rebalance = now_ms()
         while True:
             await asyncio.sleep(0.1)
+            await self.controller.adopt_static_min_isr(server.min_insync_replicas)
             await self.controller.expire_sessions()
             if self.quorum is not None and self.quorum.is_leader:
                 await self.controller.unclean_elections(self._unclean_election_enabled)

@@ -26,9 +26,9 @@ from typing import Any
 from odradek.broker.config import ServerConfig
 from odradek.broker.partition import LocalPartition, LogEpochs, registration_of
 from odradek.broker.state import BrokerState
-from odradek.broker.topic_config import effective_topic_value
+from odradek.controller.elr import min_insync_replicas
 from odradek.controller.image import PartitionImage
-from odradek.core.errors import ConfigError, LogOfflineError
+from odradek.core.errors import LogOfflineError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import AlterPartitionRequest, FetchRequest
 from odradek.protocol.messages import alter_partition_request as apr
@@ -93,17 +93,9 @@ class ReplicationService:
     # ------------------------------------------------------------------ roles
 
     def min_insync_replicas(self, topic: str, replicas: int) -> int:
-        """The topic's ``min.insync.replicas``; unset, a majority of its replicas (our
-        safer default: 2 of 3)."""
-        try:
-            value = effective_topic_value(
-                self.server, self.state.image.configs, topic, self.node_id, "min.insync.replicas"
-            )
-        except ConfigError:
-            value = None
-        if isinstance(value, int) and value > 0:
-            return value
-        return replicas // 2 + 1
+        """The topic's ``min.insync.replicas`` from the metadata log alone, the value
+        the controller uses too (see :mod:`odradek.controller.elr` for why)."""
+        return min_insync_replicas(self.state.image.configs, topic, replicas)
 
     def assign(self, partition: LocalPartition, p: PartitionImage) -> bool:
         """Give ``partition`` its role for registration ``p``; True when the caller must

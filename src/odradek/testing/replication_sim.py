@@ -90,7 +90,8 @@ from typing import Any
 from odradek.broker.partition import registration_of
 from odradek.controller.controller import QuorumControllerState
 from odradek.controller.elections import unclean_leader_elections
-from odradek.controller.image import NO_LEADER, MetadataImage
+from odradek.controller.elr import min_insync_replicas
+from odradek.controller.image import CONFIG_RESOURCE_TOPIC, NO_LEADER, MetadataImage
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages.alter_partition_request import (
     AlterPartitionRequest,
@@ -113,7 +114,12 @@ from odradek.protocol.messages.broker_registration_request import (
 )
 from odradek.protocol.messages.fetch_response import EpochEndOffset
 from odradek.protocol.messages.fetch_response import PartitionData as FetchAnswer
-from odradek.protocol.metadata import PartitionRecord, TopicRecord
+from odradek.protocol.metadata import (
+    ConfigRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    TopicRecord,
+)
 from odradek.replication.follower import (
     FollowerAction,
     FollowerFetch,
@@ -443,6 +449,7 @@ class Simulation:
         self.leader_of_epoch: dict[tuple[int, int], int] = {}
         self.violations: list[str] = []
         self.unclean_elections = 0
+        self.elr_elections = 0  # leaders taken from the eligible leader replicas
         self.truncated_below_hw = 0
         self.produced = 0
         self.late: set[str] = set()  # values produced after the quiet period
@@ -458,7 +465,16 @@ class Simulation:
 
     def _create_topic(self) -> None:
         n = self.config.brokers
-        records: list[object] = [TopicRecord(name=TOPIC, topic_id=TOPIC_ID)]
+        records: list[object] = [
+            TopicRecord(name=TOPIC, topic_id=TOPIC_ID),
+            # The one min.insync.replicas both the controller and the leaders read.
+            ConfigRecord(
+                resource_type=CONFIG_RESOURCE_TOPIC,
+                resource_name=TOPIC,
+                name="min.insync.replicas",
+                value=str(self.config.min_insync_replicas),
+            ),
+        ]
         for p in range(self.config.partitions):
             replicas = [(p + j) % n + 1 for j in range(REPLICATION_FACTOR)]
             records.append(
@@ -478,6 +494,13 @@ class Simulation:
         """Append to the (reliable) metadata log and replay at once, as the controller's
         contract requires, then give leaderless partitions an unclean leader if allowed."""
         for record in records:
+            if isinstance(record, PartitionChangeRecord) and record.leader >= 0:
+                before = self.controller_image.topics_by_id[record.topic_id].partitions[
+                    record.partition_id
+                ]
+                if record.leader in before.eligible_leader_replicas:
+                    self.elr_elections += 1
+                    self._note("elr election", f"p{record.partition_id} b{record.leader}")
             self.metadata_log.append(record)
             self.controller_image.replay(record, len(self.metadata_log) - 1)
         if records and self.config.unclean_leader_election:
@@ -854,7 +877,9 @@ class Simulation:
                 log_end_offset=r.log.log_end_offset,
                 durable_end_offset=r.log.flushed,
                 high_watermark=high_watermark,
-                min_insync_replicas=self.config.min_insync_replicas,
+                min_insync_replicas=min_insync_replicas(
+                    b.image.configs, TOPIC, len(registration.replicas)
+                ),
                 replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
                 now_ms=self.now,
             )
