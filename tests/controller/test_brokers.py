@@ -705,3 +705,38 @@ def test_a_cleanly_stopped_broker_re_registers_at_once_with_its_previous_epoch()
         heartbeats=cluster.heartbeats,
     )
     assert refused.error_code == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+
+
+def test_a_broker_whose_heartbeat_connection_closed_is_fenced_after_the_grace() -> None:
+    """A killed process closes its sockets at once: the controller fences it after
+    broker.session.connection.loss.ms instead of the whole session timeout."""
+    cluster = Cluster()
+    cluster.heartbeats = BrokerHeartbeats(0, SESSION_MS, connection_loss_ms=100)
+    cluster.start(1, 2)
+    cluster.partition(0, [1, 2])
+    cluster.now_ms = 10
+    cluster.heartbeats.connection_lost(1, 10)
+    assert cluster.heartbeats.next_expiry_ms(cluster.image) == 111
+    assert cluster.heartbeats.expire(cluster.image, 110) == []
+    records = cluster.heartbeats.expire(cluster.image, 111)
+    cluster.apply(records)
+    assert cluster.image.brokers[1].fenced and not cluster.image.brokers[2].fenced
+    assert cluster.get(0).leader == 2
+
+
+def test_a_broker_heard_from_again_after_its_connection_closed_keeps_its_session() -> None:
+    cluster = Cluster()
+    cluster.heartbeats = BrokerHeartbeats(0, SESSION_MS, connection_loss_ms=100)
+    cluster.start(1, 2)
+    cluster.heartbeats.connection_lost(1, 10)
+    cluster.now_ms = 50
+    cluster.beat(1)  # it reconnected
+    assert cluster.heartbeats.expire(cluster.image, 500) == []
+    assert cluster.heartbeats.next_expiry_ms(cluster.image) == SESSION_MS + 1
+
+
+def test_with_the_grace_turned_off_only_the_session_timeout_fences() -> None:
+    cluster = Cluster()
+    cluster.start(1, 2)
+    cluster.heartbeats.connection_lost(1, 10)
+    assert cluster.heartbeats.expire(cluster.image, SESSION_MS) == []

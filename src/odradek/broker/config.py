@@ -425,6 +425,13 @@ _SERVER_KEYS: Final = [
     _key("broker.session.timeout.ms", _I, 9000,
          "A broker without a heartbeat for this long is fenced by the controller.",
          validator=_POSITIVE),
+    _key("broker.session.connection.loss.ms", _I, 500,
+         "Odradek: when the connection a broker heartbeats on closes (its process died "
+         "or its host reset the connection), the active controller fences it after this "
+         "long without a new heartbeat, instead of waiting for broker.session.timeout.ms. "
+         "-1 turns this off. A silent failure (a cut link, a paused process) still takes "
+         "the session timeout.",
+         validator=Range.at_least(-1), importance=_LOW),
     _key("broker.heartbeat.interval.ms", _I, 2000,
          "How often a broker sends a heartbeat to the controller.", validator=_POSITIVE),
     _key("initial.broker.registration.timeout.ms", _I, 60000,
@@ -961,6 +968,10 @@ class ServerConfig:
     @property
     def broker_session_timeout_ms(self) -> int:
         return self._int("broker.session.timeout.ms")
+
+    @property
+    def broker_session_connection_loss_ms(self) -> int:
+        return self._int("broker.session.connection.loss.ms")
 
     @property
     def broker_heartbeat_interval_ms(self) -> int:

@@ -480,12 +480,20 @@ class BrokerHeartbeats:
     """
 
     def __init__(
-        self, activated_ms: int, session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS
+        self,
+        activated_ms: int,
+        session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        connection_loss_ms: int = -1,
     ) -> None:
         invariant(session_timeout_ms > 0, f"broker.session.timeout.ms {session_timeout_ms}")
         self.activated_ms = activated_ms
         self.session_timeout_ms = session_timeout_ms
+        self.connection_loss_ms = connection_loss_ms
         self._last_contact_ms: dict[int, int] = {}
+        # When the connection each broker last heartbeated on closed, until it is heard
+        # from again: a dead process closes its sockets at once, so this is the fast
+        # signal; the session timeout stays for failures that close nothing.
+        self._lost_ms: dict[int, int] = {}
         self._metadata_offset: dict[int, int] = {}
         self._controlled_shutdown_offset: dict[int, int] = {}
 
@@ -502,11 +510,28 @@ class BrokerHeartbeats:
     def touch(self, broker_id: int, now_ms: int) -> None:
         """Count ``broker_id`` as heard from at ``now_ms``."""
         self._last_contact_ms[broker_id] = max(now_ms, self._last_contact_ms.get(broker_id, now_ms))
+        self._lost_ms.pop(broker_id, None)
+
+    def connection_lost(self, broker_id: int, now_ms: int) -> None:
+        """The connection ``broker_id`` heartbeated on closed at ``now_ms``: unless it
+        is heard from again within ``broker.session.connection.loss.ms``, its session
+        ends then (with -1, only the session timeout counts)."""
+        if self.connection_loss_ms >= 0:
+            self._lost_ms[broker_id] = now_ms
+
+    def _session_end_ms(self, broker_id: int) -> int:
+        """The last moment ``broker_id``'s session is still valid."""
+        end = self.last_contact_ms(broker_id) + self.session_timeout_ms
+        lost = self._lost_ms.get(broker_id)
+        if lost is not None:
+            end = min(end, lost + self.connection_loss_ms)
+        return end
 
     def register(self, broker_id: int, now_ms: int) -> None:
         """A new incarnation of ``broker_id``: a fresh session, and nothing it reported
         before (it is a different process) counts any more."""
         self._last_contact_ms[broker_id] = now_ms
+        self._lost_ms.pop(broker_id, None)
         self._metadata_offset.pop(broker_id, None)
         self._controlled_shutdown_offset.pop(broker_id, None)
 
@@ -516,13 +541,13 @@ class BrokerHeartbeats:
         broker = image.brokers.get(broker_id)
         if broker is None or broker.fenced:
             return False
-        return self.last_contact_ms(broker_id) + self.session_timeout_ms >= now_ms
+        return self._session_end_ms(broker_id) >= now_ms
 
     def next_expiry_ms(self, image: MetadataImage) -> int | None:
         """When :meth:`expire` will next have a broker to fence, if nothing is heard
         before; None while no broker is unfenced. The shell sets its timer to this."""
         deadlines = [
-            self.last_contact_ms(broker_id) + self.session_timeout_ms + 1
+            self._session_end_ms(broker_id) + 1
             for broker_id, broker in image.brokers.items()
             if not broker.fenced
         ]

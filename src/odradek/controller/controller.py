@@ -92,10 +92,11 @@ class QuorumControllerState:
         cluster_id: str,
         activated_ms: int,
         session_timeout_ms: int = DEFAULT_SESSION_TIMEOUT_MS,
+        connection_loss_ms: int = -1,
     ) -> None:
         self.image = image
         self.cluster_id = cluster_id
-        self.heartbeats = BrokerHeartbeats(activated_ms, session_timeout_ms)
+        self.heartbeats = BrokerHeartbeats(activated_ms, session_timeout_ms, connection_loss_ms)
 
     def register_broker(
         self, request: BrokerRegistrationRequest, next_offset: int, now_ms: int

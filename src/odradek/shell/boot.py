@@ -102,6 +102,7 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
         controller_listen_port=controller_listen.port if controller_listen else 0,
         quorum=quorum_config(server, cluster_id, directory_id),
         broker_session_timeout_ms=server.broker_session_timeout_ms,
+        broker_session_connection_loss_ms=server.broker_session_connection_loss_ms,
         broker_heartbeat_interval_ms=server.broker_heartbeat_interval_ms,
     )
 

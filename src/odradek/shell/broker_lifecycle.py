@@ -72,10 +72,13 @@ class BrokerLifecycle:
                         await self._register(address)
                     else:
                         await self._heartbeat(address)
+                    if not self.fenced:
+                        delay_ms = self.heartbeat_interval_ms
                 except (PeerUnavailable, TimeoutError) as e:
+                    # Try again soon: the controller fences a broker whose heartbeat
+                    # connection closed unless it hears from it again within
+                    # broker.session.connection.loss.ms.
                     log.debug("controller %s unreachable: %s", address, e)
-                if not self.fenced:
-                    delay_ms = self.heartbeat_interval_ms
             await asyncio.sleep(delay_ms / 1000)
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:

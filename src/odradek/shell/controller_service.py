@@ -103,8 +103,14 @@ class ControllerService:
         cluster_id: str,
         session_timeout_ms: int,
         forwarded: Callable[[bytes], Awaitable[bytes]],
+        connection_loss_ms: int = -1,
     ) -> None:
         self.quorum = quorum
+        self.connection_loss_ms = connection_loss_ms
+        # Which broker heartbeats on which inbound connection (by peer address), so
+        # that a closed connection can end that broker's session early.
+        self._heartbeat_peers: dict[str, int] = {}
+        self._latest_peer: dict[int, str] = {}
         self.forwarded = forwarded
         self.image = image
         self.cluster_id = cluster_id
@@ -116,8 +122,24 @@ class ControllerService:
 
     # ------------------------------------------------------------------ dispatch
 
-    async def handle(self, call: ControllerCall) -> Any:
+    def connection_closed(self, peer: str) -> None:
+        """An inbound connection closed; if a broker heartbeated on it, it is fenced
+        after ``broker.session.connection.loss.ms`` unless it heartbeats again."""
+        broker_id = self._heartbeat_peers.pop(peer, None)
+        if broker_id is None or self._latest_peer.get(broker_id) != peer:
+            return  # it heartbeats on a newer connection already
+        if self._state is None or not self.quorum.writable:
+            return
+        if self._state_epoch != self.quorum.raft.epoch:
+            return
+        log.info("broker %d: heartbeat connection from %s closed", broker_id, peer)
+        self._state.heartbeats.connection_lost(broker_id, now_ms())
+
+    async def handle(self, call: ControllerCall, peer: str = "?") -> Any:
         header, body = call.header, call.body
+        if isinstance(body, BrokerRegistrationRequest | BrokerHeartbeatRequest):
+            self._heartbeat_peers[peer] = body.broker_id
+            self._latest_peer[body.broker_id] = peer
         api_key = header.request_api_key
         if api_key in RAFT_APIS:
             return await self.quorum.handle(body)
@@ -175,6 +197,7 @@ class ControllerService:
                 cluster_id=self.cluster_id,
                 activated_ms=now_ms(),
                 session_timeout_ms=self.session_timeout_ms,
+                connection_loss_ms=self.connection_loss_ms,
             )
             self._state_epoch = epoch
         self._state.image = self.image()

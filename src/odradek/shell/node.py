@@ -154,6 +154,7 @@ class NodeConfig:
     controller_listen_host: str | None = None
     controller_listen_port: int = 0
     broker_session_timeout_ms: int = 9000
+    broker_session_connection_loss_ms: int = 500
     broker_heartbeat_interval_ms: int = 2000
 
 
@@ -351,6 +352,7 @@ class Node:
                 cfg.settings.cluster_id,
                 cfg.broker_session_timeout_ms,
                 self._run_forwarded,
+                connection_loss_ms=cfg.broker_session_connection_loss_ms,
             )
             host = cfg.controller_listen_host or "0.0.0.0"
             self._controller_server = await asyncio.start_server(
@@ -933,6 +935,8 @@ class Node:
                         await sender
             sender.cancel()
             self._connections.discard(task)
+            if not stopping and router is self.controller_router and self.controller:
+                self.controller.connection_closed(peer)
             writer.close()
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
@@ -1080,7 +1084,7 @@ class Node:
                 outcome = outcome.then()
             elif isinstance(outcome, ControllerCall):
                 assert self.controller is not None
-                return await self.controller.handle(outcome)
+                return await self.controller.handle(outcome, dispatch.peer)
             elif isinstance(outcome, AwaitFlush):
                 await self._await_flush(outcome.offsets)
                 outcome = outcome.then()
