@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from odradek.broker.elect_leaders import handle_elect_leaders
+from odradek.broker.elect_leaders import RECOVER_FROM_TAG, handle_elect_leaders
 from odradek.controller.preferred import imbalanced_partitions, preferred_election
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import ElectLeadersRequest
@@ -76,16 +76,57 @@ def test_elect_leaders_request_commits_the_moves() -> None:
     assert [partitions[i].leader for i in range(3)] == [1, 2, 3]
 
 
-def test_unclean_election_by_request_is_refused() -> None:
-    h = cluster()
+def offline_cluster() -> Harness:
+    """Topic t, partition 0 on [1, 2, 3] with ISR [1] and no leader; broker 1 fenced."""
+    h = new_harness()
+    h.register_broker(1, fenced=True)
+    h.register_broker(2)
+    h.register_broker(3)
+    h.add_topic("t", [[1, 2, 3]])
+    topic_id = h.image.topics_by_name["t"].topic_id
+    h.replay([PartitionChangeRecord(partition_id=0, topic_id=topic_id, leader=-1, isr=[1])])
+    return h
+
+
+def elect_unclean(h: Harness, chosen: int | None = None) -> int:
+    tags = [] if chosen is None else [(RECOVER_FROM_TAG, chosen.to_bytes(4, "big"))]
     request = ElectLeadersRequest(
-        election_type=1, topic_partitions=[TopicPartitions(topic="t", partitions=[0])]
+        election_type=1,
+        topic_partitions=[TopicPartitions(topic="t", partitions=[0])],
+        unknown_tagged_fields=tags,
     )
     response = h.carry(
         handle_elect_leaders(h.state, header(ElectLeadersRequest.API_KEY, 2), request)
     )
-    assert (
-        response.replica_election_results[0].partition_result[0].error_code
-        == ErrorCode.INVALID_REQUEST
-    )
-    assert h.image.topics_by_name["t"].partitions[0].leader == 2
+    error: int = response.replica_election_results[0].partition_result[0].error_code
+    return error
+
+
+def test_unclean_election_by_request_elects_the_first_active_replica() -> None:
+    h = offline_cluster()
+    assert elect_unclean(h) == ErrorCode.NONE
+    partition = h.image.topics_by_name["t"].partitions[0]
+    assert (partition.leader, partition.isr, partition.leader_recovery_state) == (2, [2], 1)
+    # Done once: the partition has a leader now.
+    assert elect_unclean(h) == ErrorCode.ELECTION_NOT_NEEDED
+
+
+def test_partitions_recover_elects_the_replica_it_names() -> None:
+    h = offline_cluster()
+    assert elect_unclean(h, chosen=3) == ErrorCode.NONE
+    assert h.image.topics_by_name["t"].partitions[0].leader == 3
+
+
+def test_a_named_replica_that_is_fenced_or_not_a_replica_is_refused() -> None:
+    h = offline_cluster()
+    assert elect_unclean(h, chosen=1) == ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    assert elect_unclean(h, chosen=7) == ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+    assert h.image.topics_by_name["t"].partitions[0].leader == -1
+
+
+def test_an_unclean_request_elects_an_in_sync_replica_when_one_is_active() -> None:
+    h = offline_cluster()
+    h.register_broker(1)  # the ISR member is back (the controller would elect it too)
+    assert elect_unclean(h, chosen=3) == ErrorCode.NONE
+    partition = h.image.topics_by_name["t"].partitions[0]
+    assert (partition.leader, partition.leader_recovery_state) == (1, 0)

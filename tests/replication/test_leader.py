@@ -98,6 +98,25 @@ def test_a_new_leader_keeps_the_checkpointed_high_watermark_clamped_to_its_log()
     assert make_leader(log_end_offset=10, high_watermark=12).high_watermark == 10
 
 
+def test_an_uncleanly_elected_leader_commits_its_durable_log_at_once() -> None:
+    """After an unclean election (the operator's choice) the new leader's log is the
+    partition's history: readable at once, even alone below min.insync.replicas; what
+    it has not flushed is not."""
+    leader = PartitionLeader(
+        replica_id=LEADER,
+        registration=PartitionRegistration((0, 1, 2), (LEADER,), LEADER, 6, 11, recovering=True),
+        log_end_offset=20,
+        durable_end_offset=18,
+        high_watermark=3,
+        min_insync_replicas=2,
+        replica_lag_time_max_ms=LAG_MS,
+        now_ms=0,
+    )
+    assert leader.high_watermark == 18
+    # A clean leader alone under min.insync.replicas keeps what it was given.
+    assert make_leader((LEADER,), log_end_offset=20, high_watermark=3).high_watermark == 3
+
+
 def test_follower_positions_are_unknown_until_they_fetch() -> None:
     leader = make_leader(log_end_offset=10, high_watermark=3)
     # Every ISR member must show what it holds before anything more is committed.

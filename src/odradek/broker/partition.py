@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from odradek.controller.image import PartitionImage
+from odradek.controller.image import LEADER_RECOVERY_RECOVERING, PartitionImage
 from odradek.protocol.error_codes import ErrorCode
 from odradek.replication.follower import PartitionFollower
 from odradek.replication.leader import PartitionLeader, PartitionRegistration
@@ -35,7 +35,12 @@ def leader_epoch_error(current_leader_epoch: int, leader_epoch: int) -> ErrorCod
 def registration_of(p: PartitionImage) -> PartitionRegistration:
     """The image's registration of a partition, as the replication cores take it."""
     return PartitionRegistration(
-        tuple(p.replicas), tuple(p.isr), p.leader, p.leader_epoch, p.partition_epoch
+        tuple(p.replicas),
+        tuple(p.isr),
+        p.leader,
+        p.leader_epoch,
+        p.partition_epoch,
+        recovering=p.leader_recovery_state == LEADER_RECOVERY_RECOVERING,
     )
 
 

@@ -15,6 +15,7 @@ from odradek import __version__
 from odradek.broker.config import ServerConfig
 from odradek.cli.cluster import cluster
 from odradek.cli.dev_cluster import run_dev_cluster
+from odradek.cli.partitions import partitions
 from odradek.cli.quarantine import quarantine
 from odradek.cli.quorum import quorum
 from odradek.cli.recover_quorum import recover_quorum
@@ -248,4 +249,5 @@ def _check_one_quorum_flag(
 main.add_command(quorum)
 main.add_command(cluster)
 main.add_command(quarantine)
+main.add_command(partitions)
 main.add_command(recover_quorum)

@@ -21,18 +21,25 @@ for every partition left without a leader).
 
 from __future__ import annotations
 
-from odradek.controller.brokers import is_active
+from collections.abc import Iterable
+from dataclasses import replace
+
+from odradek.controller.brokers import is_active, leader_and_isr_updates
 from odradek.controller.image import (
     LEADER_RECOVERY_RECOVERING,
     NO_LEADER,
+    NO_LEADER_CHANGE,
     MetadataImage,
     PartitionImage,
     TopicImage,
 )
+from odradek.controller.preferred import ElectionResult
+from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.metadata import PartitionChangeRecord
 
 __all__ = [
     "UNCLEAN_LEADER_ELECTION_ENABLE",
+    "requested_unclean_election",
     "unclean_leader_election",
     "unclean_leader_elections",
 ]
@@ -101,3 +108,61 @@ def unclean_leader_elections(
             if record is not None:
                 records.append(record)
     return records
+
+
+def requested_unclean_election(
+    image: MetadataImage, wanted: Iterable[tuple[str, int]], chosen: int | None = None
+) -> tuple[list[PartitionChangeRecord], list[ElectionResult]]:
+    """ElectLeaders with the UNCLEAN type: the operator's deliberate decision, whatever
+    the topic's ``unclean.leader.election.enable`` says (Kafka's semantics).
+
+    Per partition: one that has a leader needs no election (ELECTION_NOT_NEEDED); one
+    whose ISR or eligible replicas hold an active broker gets that one, a clean
+    election, because it is always preferred; otherwise ``chosen`` (``odradek
+    partitions recover --from-broker``), which must be an active replica, or else the
+    first active replica, leads with an ISR of itself (:func:`unclean_leader_election`).
+    ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica (or not ``chosen``) is active.
+    """
+    records: list[PartitionChangeRecord] = []
+    results: list[ElectionResult] = []
+    for name, index in wanted:
+        topic = image.topics_by_name.get(name)
+        if topic is None or index not in topic.partitions:
+            results.append(ElectionResult(name, index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+            continue
+        partition = topic.partitions[index]
+        if partition.leader != NO_LEADER:
+            results.append(ElectionResult(name, index, ErrorCode.ELECTION_NOT_NEEDED))
+            continue
+        clean = leader_and_isr_updates(image, [(topic, index, partition)])
+        if clean and clean[0].leader not in (NO_LEADER, NO_LEADER_CHANGE):
+            records.extend(clean)  # an ISR member or eligible replica can lead
+            results.append(ElectionResult(name, index, ErrorCode.NONE))
+            continue
+        if chosen is not None and (
+            chosen not in partition.replicas or not is_active(image, chosen)
+        ):
+            results.append(
+                ElectionResult(
+                    name,
+                    index,
+                    ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                    f"broker {chosen} is not an active replica of {name}-{index}",
+                )
+            )
+            continue
+        order = partition.replicas if chosen is None else [chosen]
+        candidate = replace(partition, replicas=order)
+        record = unclean_leader_election(
+            image, topic, index, candidate, unclean_leader_election_enable=True
+        )
+        if record is None:
+            results.append(
+                ElectionResult(
+                    name, index, ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE, "no replica is active"
+                )
+            )
+            continue
+        records.append(record)
+        results.append(ElectionResult(name, index, ErrorCode.NONE))
+    return records, results

@@ -148,6 +148,9 @@ class PartitionRegistration:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    recovering: bool = False
+    """Elected uncleanly (KIP-704's RECOVERING): this leader's log is now the
+    partition's history."""
 
 
 @dataclass(slots=True)
@@ -322,6 +325,11 @@ class PartitionLeader:
         self._log_end_offset = log_end_offset
         self._durable_end_offset = durable_end_offset
         self._high_watermark = max(0, min(high_watermark, log_end_offset))
+        if registration.recovering:
+            # An unclean election (the operator's decision) makes this log the history:
+            # what it holds durably is committed at once, as Kafka's unclean leader does,
+            # rather than frozen below min.insync.replicas with nothing readable.
+            self._high_watermark = max(self._high_watermark, durable_end_offset)
         self.leader_epoch_start_offset = (
             log_end_offset if leader_epoch_start_offset is None else leader_epoch_start_offset
         )
