@@ -36,6 +36,8 @@ UNSAFE_SEEDS = range(20)
 REGRESSIONS = {
     373: "a follower whose unused epoch sat at its log end backed off forever (follower.py)",
     758: "the same, from another path to an epoch led without appends",
+    136: "a broker back with a wiped disk stayed the last ISR member and was elected empty",
+    138: "the same for an eligible leader replica (controller/brokers.py: a new log dir)",
 }
 
 
@@ -93,7 +95,8 @@ def test_a_broken_invariant_names_the_seed_and_the_replay_command() -> None:
 
 def test_the_scenarios_exercise_their_faults() -> None:
     """The CI seeds really do what they claim: leaders move, followers truncate, brokers
-    crash and are fenced, ISRs change, eligible leader replicas take over."""
+    crash and are fenced, ISRs change, eligible leader replicas take over, the controller
+    fails over, disks are wiped."""
     seen: dict[str, int] = {}
     for seed in range(12):
         sim = run_simulation(seed)
@@ -101,7 +104,7 @@ def test_the_scenarios_exercise_their_faults() -> None:
         for kind, count in sim.stats.items():
             seen[kind] = seen.get(kind, 0) + count
     kinds = ("leader", "truncate", "crash", "fence", "isr proposal", "pause", "seed000")
-    for kind in (*kinds, "elr election"):
+    for kind in (*kinds, "elr election", "controller down", "wipe"):
         assert seen.get(kind, 0) > 0, f"no {kind} in the CI seeds: {seen}"
 
 

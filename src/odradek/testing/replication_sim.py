@@ -11,12 +11,15 @@ What is modelled
 
 * **Controller** (node 0): the real pure controller, :class:`QuorumControllerState`
   (registration, heartbeats, session expiry with leader election from the ISR,
-  AlterPartition), plus :mod:`odradek.controller.elections` when the configuration
-  enables unclean leader election. The metadata log is a plain list, assumed reliable
-  (the controller quorum is simulated in ``raft_sim``); every record is replayed into the
-  controller's image as soon as it is appended, as the controller's contract says, and
-  since the log cannot lose anything a response is sent at once. The controller never
-  crashes; the *network* to it is as faulty as any other link.
+  AlterPartition, eligible leader replicas), plus :mod:`odradek.controller.elections`
+  when the configuration enables unclean leader election. The metadata log is a plain
+  list of committed records (the controller quorum itself is simulated in
+  ``raft_sim``); every record is replayed into the controller's image as soon as it is
+  appended, as the controller's contract says, and a response is sent at once. A
+  *controller failover* stops all answers for a while (requests in flight are lost),
+  then a new :class:`QuorumControllerState` takes over the same log with every broker
+  session started afresh, as a newly elected controller does. The *network* to the
+  controller is as faulty as any other link.
 * **Brokers** (1..3 or 1..5): each drives ``PartitionLeader`` / ``PartitionFollower`` the
   way their module docstrings (and ``shell/replication.py``) prescribe: produce with
   ``check_produce``/``on_append``/``on_flush`` and acks=all waiters; the follower fetch
@@ -42,7 +45,10 @@ What is modelled
   offset in a :class:`~odradek.testing.produce_history.ProduceHistory`.
 * **Faults**: partitions (a node alone, two groups, a bridge, one-way, a broker cut from
   the controller only, a leader cut from its followers only), crashes losing unflushed
-  data, pauses, slow links. The ``seed000`` scenario replays Jepsen's Kafka 0.8 case:
+  data, pauses, slow links, controller failovers, and wiped disks (a broker comes back
+  empty with a new log directory id; only while every committed record has
+  min.insync.replicas other durable copies, since a wipe beyond that is a loss no
+  protocol prevents). The ``seed000`` scenario replays Jepsen's Kafka 0.8 case:
   cut the leader from its followers but not the controller (the ISR shrinks to the
   leader), then from the controller too (it is fenced and leadership moves), then heal.
 
@@ -64,7 +70,9 @@ Invariants, after every event
 5. *The last committed record of each partition is durable (flushed) on at least
    min.insync.replicas replicas*: the leader counts only its flushed end and followers
    flush before they report an offset, so when the high watermark passed it that many
-   disks held it; nothing clean ever removes it.
+   disks held it; nothing clean ever removes it. (A wiped disk still counts for what it
+   held: leaders may have counted those copies before the wipe, a fault beyond the
+   fsync contract; the final read judges whether anything was really lost.)
 
 All five hold in the safe configuration (min.insync.replicas=2 of 3, no unclean
 election), where a violation raises :class:`SimulationFailure` at once. In the unsafe
@@ -199,12 +207,18 @@ class Config:
 
 
 _NEMESIS = ("partition", "leader_from_followers", "from_controller", "crash", "pause", "slow")
+# Added later, drawn from their own generator so that the seeds above keep the faults
+# they had for every seed that does not pick these.
+_LATER_NEMESIS = ("controller_failover", "wipe")
 
 
 def swarm(seed: int, scenario: str, unsafe: bool, rng: random.Random) -> Config:
     nemesis = {a: rng.randint(1, 4) for a in _NEMESIS if rng.random() < 0.6}
     if not nemesis:
         nemesis = {"partition": 1}
+    later = random.Random(seed * 7919 + 1)
+    if later.random() < 0.5:
+        nemesis |= {a: later.randint(1, 3) for a in _LATER_NEMESIS if later.random() < 0.6}
 
     def sometimes(high: float) -> float:
         return rng.uniform(0, high) if rng.random() < 0.5 else 0.0
@@ -353,6 +367,11 @@ class Broker:
     metadata_in_flight: bool = False
     next_metadata_ms: int = 0
     pending: dict[int, tuple[str, Any]] = field(default_factory=dict)
+    disk: int = 0  # which disk: a wipe puts in a new one (a new log directory id)
+    # What a wiped disk durably held, by partition: leaders may still count those
+    # copies (the broker acknowledged them, then its disk was replaced), so the
+    # durability invariant does too; the final read judges what was really lost.
+    phantoms: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
 
     @property
     def caught_up(self) -> bool:
@@ -438,6 +457,9 @@ class Simulation:
             activated_ms=0,
             session_timeout_ms=cfg.session_timeout_ms,
         )
+        # Between the active controller's death and the next one's election nobody
+        # answers; the log (committed records) survives, the sessions do not.
+        self.controller_down = False
         self._create_topic()
         self.brokers = {b: Broker(b) for b in self.broker_ids}
         # The global view the checks compare against.
@@ -612,12 +634,16 @@ class Simulation:
 
     def _on_controller_tick(self) -> None:
         self._schedule(self.now + TICK_MS, "controller_tick", ())
+        if self.controller_down:
+            return
         records = self.controller.fence_stale_brokers(self.now)
         if records:
             self._note("fence", str(records))
         self._append_metadata(list(records))
 
     def _controller_receive(self, src: int, message: Request) -> None:
+        if self.controller_down:
+            return  # no active controller: the request times out at the broker
         body = message.body
         next_offset = len(self.metadata_log)
         answer: Any
@@ -660,7 +686,7 @@ class Simulation:
                 incarnation_id=b.incarnation,
                 listeners=[Listener("PLAINTEXT", f"b{b.broker_id}", 9092, 0)],
                 rack=None,
-                log_dirs=[uuid.UUID(int=0xD000 + b.broker_id)],
+                log_dirs=[uuid.UUID(int=(b.disk << 32) + 0xD000 + b.broker_id)],
             )
             self._request(b, CONTROLLER, "register", None, request)
         if b.broker_epoch >= 0 and not b.heartbeat_in_flight and self.now >= b.next_heartbeat_ms:
@@ -1126,6 +1152,66 @@ class Simulation:
             self._note("crash", f"b{b.broker_id} p{r.partition}: {lost} unflushed")
         self._schedule(self.now + self.rng.randint(50, 2500), "restart", (b.broker_id,))
 
+    def _fault_controller_failover(self) -> None:
+        """The active controller dies; another is elected after a while. The metadata log
+        is the Raft-replicated one (committed records survive, every request in flight
+        is lost); the new controller knows no broker session and starts them all now."""
+        if self.controller_down:
+            return
+        self.controller_down = True
+        self._note("controller down", "")
+        self._schedule(self.now + self.rng.randint(100, 2500), "controller_up", ())
+
+    def _on_controller_up(self) -> None:
+        self.controller = QuorumControllerState(
+            self.controller_image,
+            cluster_id=CLUSTER_ID,
+            activated_ms=self.now,
+            session_timeout_ms=self.config.session_timeout_ms,
+        )
+        self.controller_down = False
+        self._note("controller up", "")
+
+    def _fault_wipe(self) -> None:
+        """A broker's disk is replaced: it crashes and comes back empty, with a new log
+        directory id. Only where every committed record is durable on min.insync.replicas
+        other brokers (a wipe beyond that is a loss no protocol prevents); what is under
+        test is that no empty replica is then elected."""
+        alive = [i for i in self.broker_ids if self.brokers[i].alive]
+        spare = [i for i in alive if self._copies_elsewhere(i) >= self.config.min_insync_replicas]
+        if not spare:
+            return
+        b = self.brokers[self.rng.choice(spare)]
+        b.alive = False
+        b.disk += 1
+        for p, r in sorted(b.replicas.items()):
+            b.phantoms[p] = r.log.entries[: r.log.flushed]
+            r.log = SimLog()
+            r.hw_checkpoint = 0
+            r.last_hw = r.checked_upto = 0
+            r.forget_process()
+        self._note("wipe", f"b{b.broker_id}")
+        self._schedule(self.now + self.rng.randint(50, 2500), "restart", (b.broker_id,))
+
+    def _copies_elsewhere(self, broker_id: int) -> int:
+        """The fewest brokers other than ``broker_id`` holding any partition's committed
+        records durably."""
+        fewest = len(self.broker_ids)
+        for p, end in self.committed_end.items():
+            if end == 0:
+                continue
+            last = self.committed[p][end - 1]
+            holders = sum(
+                1
+                for other_id, other in self.brokers.items()
+                if other_id != broker_id
+                and (r := other.replicas.get(p)) is not None
+                and r.log.flushed >= end
+                and r.log.entries[end - 1] == last
+            )
+            fewest = min(fewest, holders)
+        return fewest
+
     def _on_restart(self, broker_id: int) -> None:
         b = self.brokers[broker_id]
         if not b.alive:
@@ -1203,6 +1289,8 @@ class Simulation:
             max_jitter_ms=self.network.faults.max_jitter_ms,
         )
         self.network.links = dict(self._normal_links)
+        if self.controller_down:
+            self._on_controller_up()
         for _, b in sorted(self.brokers.items()):
             if not b.alive:
                 self._start(b)
@@ -1239,11 +1327,7 @@ class Simulation:
                 continue
             last = self.committed[p][end - 1]
             holders = [
-                b.broker_id
-                for _, b in sorted(self.brokers.items())
-                if (r := b.replicas.get(p)) is not None
-                and r.log.flushed >= end
-                and r.log.entries[end - 1] == last
+                b.broker_id for _, b in sorted(self.brokers.items()) if _holds(b, p, end, last)
             ]
             if len(holders) < self.config.min_insync_replicas:
                 self._violation(
@@ -1301,6 +1385,16 @@ class Simulation:
         for at_ms, kind, text in self.trace:
             lines.append(f"  {at_ms:>6} {kind} {str(text)[:300]}")
         return "\n".join(lines)
+
+
+def _holds(b: Broker, partition: int, end: int, last: tuple[int, str]) -> bool:
+    """Whether ``b`` durably holds ``partition``'s records up to ``end`` (ending in
+    ``last``), on its disk or on the disk a wipe took from it."""
+    r = b.replicas.get(partition)
+    if r is not None and r.log.flushed >= end and r.log.entries[end - 1] == last:
+        return True
+    phantom = b.phantoms.get(partition, [])
+    return len(phantom) >= end and phantom[end - 1] == last
 
 
 def _partition_answer(response: AlterPartitionResponse) -> AlterPartitionAnswer:
