@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -42,6 +43,16 @@ def wait_for(what: str, predicate: Callable[[], Any], timeout: float = WAIT_S) -
             return value
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def topics_on(broker: ClusterNode) -> set[str]:
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    return set(admin.list_topics(timeout=5).topics)
+
+
+def leader_of(node: ClusterNode) -> int | None:
+    info = describe(node)
+    return info["leader_id"] if info is not None and info["leader_id"] > 0 else None
 
 
 def describe(node: ClusterNode) -> dict[str, Any] | None:
@@ -126,17 +137,28 @@ def test_lose_two_of_three_controllers_and_recover(cluster: Cluster, tmp_path: P
     writer.start()
     wait_for("acknowledged writes", lambda: len(writer.acknowledged) > 100)
 
-    # Lose two controllers for good, the active one among them.
-    leader_id = wait_for(
-        "a quorum leader",
-        lambda: (i := describe(cluster.controllers[0])) and i["leader_id"] > 0 and i["leader_id"],
-    )
+    # The controller that will survive falls behind first (paused while the others
+    # commit a topic), so that a broker holds the longest log: the seed's case where the
+    # log must be copied from a broker.
+    leader_id = wait_for("a quorum leader", lambda: leader_of(cluster.controllers[0]))
     by_id = {c.node_id: c for c in cluster.controllers}
     survivor = next(c for c in cluster.controllers if c.node_id != leader_id)
     lost = [c for c in cluster.controllers if c is not survivor]
+    assert survivor.process is not None
+    survivor.process.send_signal(signal.SIGSTOP)
+    # Two topics: a fetch the paused node had parked on the leader may still bring it
+    # the first (the answer waits in its socket), never the second.
+    for topic in ("during-pause", "during-pause-2"):
+        admin.create_topics([NewTopic(topic, 1, 2)])[topic].result(30)
+    wait_for(
+        "the brokers to learn the topics",
+        lambda: all("during-pause-2" in topics_on(b) for b in cluster.nodes),
+    )
+    # Then lose the two others for good, the active controller among them.
     for c in lost:
         c.kill()
         shutil.rmtree(c.dir / "data")
+    survivor.process.send_signal(signal.SIGCONT)
 
     def stalled() -> bool:
         health = odradek("cluster", "health", "--bootstrap-server", cluster.nodes[0].bootstrap,
@@ -161,20 +183,19 @@ def test_lose_two_of_three_controllers_and_recover(cluster: Cluster, tmp_path: P
     assert "cannot be known" in plan["given_up"]
     apply = ["--node", str(survivor.node_id), "--config", str(survivor.config)]
     apply += ["--min-epoch", str(plan["recovery_epoch"])]
-    source: ClusterNode | None = None
-    if plan["copy_from"] is not None:
-        # A broker holds the longest log: stop it while its log is copied.
-        source = next(b for b in cluster.nodes if str(b.config) == plan["copy_from"]["name"])
-        source.stop()
-        apply += ["--from", str(source.config)]
+    # A broker holds the longest log: it is stopped while its log is copied.
+    assert plan["copy_from"] is not None and plan["copy_from"]["node_id"] in (1, 2)
+    source = next(b for b in cluster.nodes if str(b.config) == plan["copy_from"]["name"])
+    source.stop()
+    apply += ["--from", str(source.config)]
     audit = json.loads(odradek("recover-quorum", "apply", *apply, "--json").stdout)
+    assert audit["log"]["copied"] and audit["log"]["end_offset"] == plan["chosen"]["end_offset"]
     assert sorted(v["id"] for v in audit["demoted"]) == sorted(c.node_id for c in lost)
     assert audit["recovery_epoch"] == plan["recovery_epoch"]
 
     # The recovered controller starts alone and elects itself; the brokers follow it.
     survivor.start()
-    if source is not None:
-        source.start()
+    source.start(wait=False)
 
     def sole_voter() -> dict[str, Any] | None:
         got = describe(survivor)
@@ -217,7 +238,7 @@ def test_lose_two_of_three_controllers_and_recover(cluster: Cluster, tmp_path: P
 
     # Every topic and every acknowledged record is there.
     topics = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=10).topics
-    assert {"orders", "after-recovery"} <= set(topics)
+    assert {"orders", "during-pause", "during-pause-2", "after-recovery"} <= set(topics)
     seen = read_all(cluster.bootstrap, "orders", len(set(writer.acknowledged)))
     missing = set(writer.acknowledged) - set(seen)
     assert not missing, f"{len(missing)} acknowledged records lost, e.g. {sorted(missing)[:5]}"
