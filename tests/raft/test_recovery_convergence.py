@@ -96,11 +96,14 @@ def test_a_demoted_voter_whose_epoch_ran_ahead_converges_too() -> None:
     check_converged(lose_a_majority_and_recover(demoted_epoch_ahead=True, observer=False))
 
 
-def test_without_the_epoch_bump_a_demoted_voter_ahead_in_epoch_stalls() -> None:
-    # Why apply's epoch must pass every survivor's: node 2 ignores the answers of a
-    # leader in a lower epoch and keeps asking its old voters for pre-votes forever.
-    c = lose_a_majority_and_recover(demoted_epoch_ahead=True, observer=False, bump=False)
-    assert c.nodes[2].state is not State.FOLLOWER and c.nodes[2].is_voter
+def test_without_the_epoch_bump_a_demoted_voter_ahead_in_epoch_still_converges() -> None:
+    # A survivor left out of the survey can be ahead of the recovery epoch. It ignores
+    # the answers of a leader in a lower epoch to its pre-votes, but after a failed round
+    # it asks a bootstrap server: the recovered leader learns the higher epoch, elects
+    # itself again above it, and the survivor follows.
+    check_converged(
+        lose_a_majority_and_recover(demoted_epoch_ahead=True, observer=False, bump=False)
+    )
 
 
 def test_replacement_controllers_join_as_observers_and_become_voters() -> None:
@@ -122,3 +125,37 @@ def test_replacement_controllers_join_as_observers_and_become_voters() -> None:
     c.deliver(1, c.leader().ready(c.now))
     c.advance(c.now + 500)
     assert c.leader().voters.ids == {1, 2, 3} and c.nodes[2].is_voter
+
+
+def test_a_demoted_voter_that_never_heard_of_the_recovered_one_finds_it() -> None:
+    """Node 2 was away while node 6 joined the voters, so its voter set does not name
+    the controller recovered on: its pre-votes go only to the lost voters. A voter whose
+    pre-vote round fails asks a bootstrap server, as an observer would, and so learns of
+    the new leader."""
+    c = Cluster(5, observers=1)
+    c.bootstrap = [1, 2, 3, 4, 5, 6]  # controller.quorum.bootstrap.servers names all six
+    c.advance(4 * ET)
+    c.cut = {2}
+    c.advance(c.now + 2 * FT)
+    leader = c.leader()
+    outcome = leader.add_voter(voter(6), c.now)
+    assert outcome.error == ErrorCode.NONE, outcome.message
+    c.deliver(leader.node_id, leader.ready(c.now))
+    c.advance(c.now + 500)
+    assert c.nodes[6].is_voter and 6 not in c.nodes[2].voters.ids
+    states = {i: c.nodes[i].quorum_state for i in (2, 6)}
+    for i in (1, 3, 4, 5):
+        del c.nodes[i]
+    c.cut = set()
+    recovered = c.nodes[6]
+    assert c.nodes[2].log.end_offset() <= recovered.log.end_offset()
+    epoch = 1 + max([s.epoch for s in states.values()] + [recovered.log.last_epoch()])
+    end = recovered.log.end_offset()
+    recovered.log.append(recovery_entries(recovered.voters, voter(6), end, epoch, {}))
+    restart(c, 6, QuorumState(epoch, None, None))
+    restart(c, 2, states[2])
+    c.advance(c.now + 6 * FT)
+    leader = c.leader()
+    assert leader.node_id == 6 and leader.voters.ids == {6}
+    stale = c.nodes[2]
+    assert stale.state is State.FOLLOWER and stale.leader == 6 and not stale.is_voter
