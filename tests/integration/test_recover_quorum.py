@@ -115,8 +115,9 @@ def read_all(bootstrap: str, topic: str, expected: int) -> list[int]:
     try:
         while time.monotonic() < deadline and len(set(seen)) < expected:
             for msg in consumer.consume(500, 1.0):
-                if msg.error() is None:
-                    seen.append(int(msg.value()))
+                value = msg.value()
+                if msg.error() is None and value is not None:
+                    seen.append(int(value))
     finally:
         consumer.close()
     return seen
@@ -199,8 +200,9 @@ def test_lose_two_of_three_controllers_and_recover(cluster: Cluster, tmp_path: P
 
     def sole_voter() -> dict[str, Any] | None:
         got = describe(survivor)
-        ok = got and got["leader_id"] == survivor.node_id and not got["alarm"]
-        return got if ok and [v["id"] for v in got["voters"]] == [survivor.node_id] else None
+        if got is None or got["leader_id"] != survivor.node_id or got["alarm"]:
+            return None
+        return got if [v["id"] for v in got["voters"]] == [survivor.node_id] else None
 
     info = wait_for("the survivor to lead as the sole voter", sole_voter)
     assert info["leader_epoch"] > plan["recovery_epoch"]

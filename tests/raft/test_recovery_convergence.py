@@ -119,12 +119,16 @@ def test_replacement_controllers_join_as_observers_and_become_voters() -> None:
     c.advance(c.now + 500)
     assert (outcome.offset, ErrorCode.NONE) in c.changes
     assert c.leader().voters.ids == {1, 3} and fresh.is_voter
-    # The demoted survivor can be re-added the same way: it is a replica like any other.
-    outcome = c.leader().add_voter(voter(2), c.now)
+    # The demoted survivor loses its disk too: it comes back as an observer under a new
+    # directory id, and is added as a voter the same way.
+    wiped = c.start(2, formatted_as_voter=False, generation=1)
+    c.advance(c.now + 2 * FT)
+    assert not wiped.is_voter and wiped.leader == 1
+    outcome = c.leader().add_voter(voter(2, generation=1), c.now)
     assert outcome.error == ErrorCode.NONE, outcome.message
     c.deliver(1, c.leader().ready(c.now))
     c.advance(c.now + 500)
-    assert c.leader().voters.ids == {1, 2, 3} and c.nodes[2].is_voter
+    assert c.leader().voters.ids == {1, 2, 3} and wiped.is_voter
 
 
 def test_a_demoted_voter_that_never_heard_of_the_recovered_one_finds_it() -> None:

@@ -137,7 +137,7 @@ def _row(node_id: int | None, found: MetadataLogSurvey) -> dict[str, Any]:
             else {"epoch": state.epoch, "leader": state.leader_id, "voted": state.voted_id}
         ),
         "problem": found.problem,
-        "audit_records": [json.loads(text) for _, text in found.audits],
+        "audit_records": [_audit_json(text) for _, text in found.audits],
     }
 
 
@@ -593,6 +593,15 @@ def _append_audit_file(fs: RealFileSystem, metadata_log_dir: str, audit: dict[st
 # --- audit -------------------------------------------------------------------------------
 
 
+def _audit_json(text: str) -> dict[str, Any]:
+    """An audit header's JSON; a damaged one is shown as it is rather than dropped."""
+    try:
+        found = json.loads(text)
+    except json.JSONDecodeError:
+        return {"unreadable": text}
+    return found if isinstance(found, dict) else {"unreadable": text}
+
+
 def _audit_line(audit: dict[str, Any]) -> str:
     demoted = ",".join(str(v["id"]) for v in audit.get("demoted", []))
     log = audit.get("log", {})
@@ -615,7 +624,7 @@ def audit_command(configs: tuple[str, ...], directories: tuple[str, ...], as_jso
         log = survey(fs, metadata_log_directory(node.metadata_log_dir))
         for offset, text in log.audits:
             found.append(
-                {"node": node.name, "where": f"log offset {offset}", "audit": json.loads(text)}
+                {"node": node.name, "where": f"log offset {offset}", "audit": _audit_json(text)}
             )
         path = join(node.metadata_log_dir, AUDIT_FILE)
         if fs.exists(path):
