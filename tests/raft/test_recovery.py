@@ -98,6 +98,11 @@ def test_no_recovery_while_a_majority_of_voters_survives() -> None:
     plan = plan_recovery([node(1, log([(1, 0)], 10)), node(2, log([(1, 0)], 10))])
     assert not plan.ok
     assert any("a majority of the voters (2 of 3) survived" in r for r in plan.refusals)
+    # apply sees only its own node and the source: liveness is asked of the network there.
+    partial = plan_recovery(
+        [node(1, log([(1, 0)], 10)), node(2, log([(1, 0)], 10))], 1, whole_survey=False
+    )
+    assert partial.ok, partial.refusals
 
 
 def test_the_recovery_epoch_is_above_every_survivors_epoch() -> None:

@@ -489,12 +489,13 @@ def apply_command(
         source_dir = _source_dir(source)
         if os.path.realpath(source_dir) != os.path.realpath(config.metadata_log_dir):
             survivors.append(_survivor(_node(source, source_dir, None)))
-    plan = plan_recovery(survivors, node_id, min_epoch)
+    # Only this node and the source are seen here: whether the quorum is really lost is
+    # asked of the network below, not of the disks.
+    plan = plan_recovery(survivors, node_id, min_epoch, whole_survey=False)
     chosen = plan.chosen
     assert chosen is not None
-    refusals = [r for r in plan.refusals if not r.startswith(("a majority", "every voter"))]
-    if refusals:
-        raise click.ClickException("refused: " + "; ".join(refusals))
+    if plan.refusals:
+        raise click.ClickException("refused: " + "; ".join(plan.refusals))
     voters = plan.voters
     assert voters is not None
     others = [v for v in voters if v.node_id != node_id]
@@ -512,6 +513,11 @@ def apply_command(
     if chosen is not own:
         kept = _copy_log(source_dir, config.metadata_log_dir, stamp)
     directory = metadata_log_directory(config.metadata_log_dir)
+    # The epoch first: a crash before the records are appended leaves a harmless bump,
+    # while records in an epoch above the stored one could have the node lead a lower
+    # epoch than its log's last. The node restarts unattached in the recovery epoch: it
+    # cannot have voted in it, and as the only voter it elects itself in the next one.
+    QuorumStateFile(fs, directory).write(StoredQuorumState(plan.recovery_epoch, None, None))
     # A torn tail (the survey stopped there) is cut now: recovery point 0 re-checks it all.
     log = DiskRaftLog.open(fs, directory, int(time.time() * 1000), recovery_point=0)
     try:
@@ -553,9 +559,6 @@ def apply_command(
     finally:
         log.close()
     audit["log"] = {**audit["log"], "recovery_records": [end, final_end]}
-    # The node restarts unattached in the recovery epoch: it cannot have voted in it, and
-    # as the only voter it elects itself in the next one.
-    QuorumStateFile(fs, directory).write(StoredQuorumState(plan.recovery_epoch, None, None))
     _append_audit_file(fs, config.metadata_log_dir, audit)
     if as_json:
         click.echo(json.dumps(audit, indent=2))

@@ -149,10 +149,15 @@ def _voter_of(voters: VoterSet | None, s: Survivor) -> Voter | None:
 
 
 def plan_recovery(
-    survivors: list[Survivor], node: int | None = None, min_epoch: int = 0
+    survivors: list[Survivor],
+    node: int | None = None,
+    min_epoch: int = 0,
+    *,
+    whole_survey: bool = True,
 ) -> RecoveryPlan:
     """The plan for ``survivors``; ``node`` forces the controller to apply on, and the
-    recovery epoch is at least ``min_epoch``."""
+    recovery epoch is at least ``min_epoch``. With ``whole_survey`` the survivors are
+    every surviving node, so a majority of voters among them means nothing is lost."""
     refusals: list[str] = []
     notes: list[str] = []
     if not survivors:
@@ -200,7 +205,9 @@ def plan_recovery(
         demoted = tuple(v for v in voters if v != keep)
         surviving = {id(v) for s in survivors if (v := _voter_of(voters, s)) is not None}
         lost = tuple(v for v in voters if id(v) not in surviving)
-        if not lost:
+        if not whole_survey:
+            pass
+        elif not lost:
             refusals.append(
                 "every voter has a surviving copy: the quorum is not lost; start the "
                 "voters again instead"
