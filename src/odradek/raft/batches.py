@@ -21,7 +21,13 @@ _CONTROL_KEY = struct.Struct(">hh")
 def encode_entry(entry: Entry, timestamp_ms: int) -> bytes:
     key = None if entry.control is None else _CONTROL_KEY.pack(0, entry.control)
     records = [
-        Record(offset_delta=i, timestamp=timestamp_ms, key=key, value=value)
+        Record(
+            offset_delta=i,
+            timestamp=timestamp_ms,
+            key=key,
+            value=value,
+            headers=[(name, data) for name, data in entry.headers],
+        )
         for i, value in enumerate(entry.records)
     ]
     return encode_batch(
@@ -57,7 +63,9 @@ def decode_entry(data: bytes | memoryview, position: int = 0) -> Entry:
         if record.value is None:
             raise DecodeError(f"metadata record without a value in the batch at {position}")
         values.append(bytes(record.value))
-    return Entry(header.base_offset, header.partition_leader_epoch, tuple(values), control)
+    # The batch's headers are those of its first record (one writer gives all the same).
+    headers = tuple((name, data or b"") for name, data in records[0].headers)
+    return Entry(header.base_offset, header.partition_leader_epoch, tuple(values), control, headers)
 
 
 def decode_entries(data: bytes | memoryview) -> list[Entry]:

@@ -196,6 +196,7 @@ class RaftNode:
         self._fetch_wait_ms = 0
         self._next_fetch_ms = now_ms
         self._snapshot_fetch: tuple[SnapshotId, bytearray] | None = None
+        self._bootstrap_turn = node_id  # which bootstrap server a failed election asks next
         if restored.leader == node_id:
             # We led this epoch before a restart; we cannot lead it again.
             self.state = State.RESIGNED
@@ -553,6 +554,7 @@ class RaftNode:
         self._send_fetch(now_ms)
 
     def _become_prospective(self, now_ms: int) -> None:
+        failed_round = self.state in (State.PROSPECTIVE, State.CANDIDATE)
         self.state = State.PROSPECTIVE
         self.leader = None
         self._last_leader_contact_ms = None
@@ -561,7 +563,32 @@ class RaftNode:
         self._reset_election_timer(now_ms)
         for voter in self._others():
             self._send(voter, self._vote_request(voter, pre_vote=True))
+        if failed_round and self.bootstrap_servers:
+            self._ask_a_bootstrap_server(now_ms)
         self._check_pre_votes(now_ms)
+
+    def _ask_a_bootstrap_server(self, now_ms: int) -> None:
+        """After a failed election round, Fetch from a bootstrap server as an observer
+        would. Our voter set may be stale: changed while we were away, or by a quorum-loss
+        recovery that made a controller we never heard of the only voter. Then every vote
+        request goes to voters that are gone, and only an answer from outside our voter
+        set (a leader, or a node that knows one, in a higher epoch) makes us follow."""
+        self._request_id += 1
+        self._fetch_in_flight = self._request_id
+        self._fetch_sent_ms = now_ms
+        self._fetch_wait_ms = 0
+        # Round robin rather than the rng: the rng's sequence drives the simulator's
+        # schedules, which this must not perturb.
+        self._bootstrap_turn = (self._bootstrap_turn + 1) % self.bootstrap_servers
+        request = FetchRequest(
+            self.epoch,
+            self.key,
+            self.log.end_offset(),
+            self.log.last_epoch(),
+            self._request_id,
+            0,
+        )
+        self._send(bootstrap_destination(self._bootstrap_turn), request)
 
     def _vote_request(self, voter: int, pre_vote: bool) -> VoteRequest:
         known = self.voters.get(voter)

@@ -33,13 +33,17 @@ class Entry:
     """One batch: ``records`` (record values) at offsets ``offset`` .. ``next_offset - 1``.
 
     ``control`` is the control record type (``ControlType``) of a KRaft control batch, or
-    None for a batch of metadata records.
+    None for a batch of metadata records. ``headers`` are Kafka record headers carried by
+    every record of the batch; the state machine ignores them (the recovery tool's audit
+    record is a NoOpRecord whose headers say what was done, see
+    :mod:`odradek.raft.recovery`).
     """
 
     offset: int
     epoch: int
     records: tuple[bytes, ...]
     control: int | None = None
+    headers: tuple[tuple[str, bytes], ...] = ()
 
     def __post_init__(self) -> None:
         invariant(len(self.records) > 0, f"empty batch at offset {self.offset}")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from odradek.core.errors import CorruptLogError, DecodeError, InvalidRecordBatchError
 from odradek.protocol.record_batch import ControlType, iter_batches
+from odradek.raft.audit import AUDIT_HEADER
 from odradek.raft.batches import decode_entry
 from odradek.raft.log import SnapshotId
 from odradek.raft.quorum_file import QuorumStateFile, StoredQuorumState
@@ -37,6 +38,11 @@ class MetadataLogSurvey:
     quorum_state: StoredQuorumState | None
     problem: str | None
     """A damaged tail, or a file that could not be read: where the survey stopped."""
+    epochs: tuple[tuple[int, int], ...] = ()
+    """(epoch, first offset) of every epoch among the entries held, oldest first: what
+    tells whether another copy is a prefix of this one (Raft's log matching)."""
+    audits: tuple[tuple[int, str], ...] = ()
+    """(offset, JSON) of every recovery audit record held (``recover-quorum apply``)."""
 
 
 def survey(fs: FileSystem, directory: str) -> MetadataLogSurvey:
@@ -46,6 +52,8 @@ def survey(fs: FileSystem, directory: str) -> MetadataLogSurvey:
     start = snapshot.end_offset if snapshot is not None else 0
     end, last_epoch = start, snapshot.epoch if snapshot is not None else 0
     voters_offset = -1 if voters is not None else None
+    epochs: list[tuple[int, int]] = []
+    audits: list[tuple[int, str]] = []
     names = fs.listdir(directory) if fs.exists(directory) else []
     for name in sorted(n for n in names if n.endswith(".log")):
         data = fs.read_file(join(directory, name))
@@ -57,7 +65,12 @@ def survey(fs: FileSystem, directory: str) -> MetadataLogSurvey:
                     continue  # below the snapshot: the snapshot holds it
                 if entry.offset != end:
                     raise DecodeError(f"offset {entry.offset} where {end} was expected")
+                if not epochs or epochs[-1][0] != entry.epoch:
+                    epochs.append((entry.epoch, entry.offset))
                 end, last_epoch = entry.next_offset, entry.epoch
+                for name, value in entry.headers:
+                    if name == AUDIT_HEADER:
+                        audits.append((entry.offset, value.decode("utf-8", "replace")))
                 if entry.control == ControlType.VOTERS:
                     voters = VoterSet.decode(entry.records[0])
                     voters_offset = entry.offset
@@ -75,7 +88,17 @@ def survey(fs: FileSystem, directory: str) -> MetadataLogSurvey:
         quorum_state = None
         problem = problem or f"quorum-state: {e}"
     return MetadataLogSurvey(
-        directory, start, end, last_epoch, snapshot, voters, voters_offset, quorum_state, problem
+        directory,
+        start,
+        end,
+        last_epoch,
+        snapshot,
+        voters,
+        voters_offset,
+        quorum_state,
+        problem,
+        tuple(epochs),
+        tuple(audits),
     )
 
 
