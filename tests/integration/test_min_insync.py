@@ -99,7 +99,11 @@ def test_an_eligible_replica_leads_when_the_last_isr_member_dies(cluster: Cluste
     Without ELR the partition would stay offline until the old leader returned."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic("elr", num_partitions=1, replication_factor=3)])["elr"].result(30)
-    producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    # Idempotent: InitProducerId goes through the controller-only nodes (a broker-only
+    # node forwards it), which once answered COORDINATOR_LOAD_IN_PROGRESS forever.
+    producer = Producer(
+        {"bootstrap.servers": cluster.bootstrap, "acks": "all", "enable.idempotence": True}
+    )
     acknowledged: list[bytes] = []
 
     def delivered(err: Any, msg: Any) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from odradek.broker.effects import CommitRecords, Outcome, Reply
 from odradek.broker.state import BrokerState
-from odradek.controller.producer_ids import ProducerIdBlock, allocate_producer_ids
+from odradek.controller.producer_ids import CONTROLLER_EPOCH, ProducerIdBlock, allocate_producer_ids
 from odradek.protocol.api import RequestHeader
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
@@ -35,9 +35,14 @@ def handle_init_producer_id(
         return Reply(InitProducerIdResponse(producer_id=taken, producer_epoch=0))
     node = state.settings.node_id
     broker = state.image.brokers.get(node)
-    if broker is None:
+    if broker is not None:
+        epoch = broker.epoch
+    elif not state.settings.is_broker:
+        # A controller-only node answering a request a broker forwarded to it.
+        epoch = CONTROLLER_EPOCH
+    else:
         return Reply(InitProducerIdResponse(error_code=ErrorCode.COORDINATOR_LOAD_IN_PROGRESS))
-    allocation = allocate_producer_ids(state.image, node, broker.epoch)
+    allocation = allocate_producer_ids(state.image, node, epoch)
     if allocation.record is None:
         return Reply(InitProducerIdResponse(error_code=allocation.error_code))
 

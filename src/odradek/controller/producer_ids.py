@@ -39,6 +39,7 @@ from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.metadata import ProducerIdsRecord
 
 __all__ = [
+    "CONTROLLER_EPOCH",
     "MAX_PRODUCER_ID",
     "PREFETCH_THRESHOLD",
     "PRODUCER_ID_BLOCK_SIZE",
@@ -46,6 +47,12 @@ __all__ = [
     "ProducerIdBlock",
     "allocate_producer_ids",
 ]
+
+CONTROLLER_EPOCH = -1
+"""The broker epoch with which a controller-only node reserves a block for itself: it
+runs the InitProducerId requests that broker-only nodes forward to it (Envelope), and
+has no broker registration to check. The block is still reserved in the log, so no id
+is handed out twice."""
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 """Kafka's ``ProducerIdsBlock.PRODUCER_ID_BLOCK_SIZE``."""
@@ -85,11 +92,13 @@ def allocate_producer_ids(
     """
     invariant(block_size > 0, f"producer id block size {block_size}")
     broker = image.brokers.get(broker_id)
-    if broker is None:
+    if broker is None and broker_epoch == CONTROLLER_EPOCH:
+        pass  # the active controller itself (see CONTROLLER_EPOCH)
+    elif broker is None:
         return ProducerIdAllocation(
             ErrorCode.STALE_BROKER_EPOCH, f"no broker registration found for broker {broker_id}"
         )
-    if broker.epoch != broker_epoch:
+    elif broker.epoch != broker_epoch:
         return ProducerIdAllocation(
             ErrorCode.STALE_BROKER_EPOCH,
             f"broker {broker_id} has epoch {broker.epoch}, the request says {broker_epoch}",
