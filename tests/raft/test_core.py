@@ -408,3 +408,43 @@ def test_a_pre_vote_refusal_naming_the_leader_makes_a_prospective_follow_it() ->
     m.tick(2 * ET)
     m.step(VoteResponse(0, False, True, None), 1, 2 * ET)
     assert state_of(m) is State.PROSPECTIVE
+
+
+def test_a_refused_fetch_connection_starts_the_election_without_the_fetch_timeout() -> None:
+    """A killed leader's port refuses connections: its followers grant pre-votes at once
+    and ask for them after a short backoff, instead of waiting the fetch timeout."""
+    n = node(2)
+    ready = n.step(begin(3, 3), 3, 100)
+    ((_, request),) = sent(ready, FetchRequest)
+    assert isinstance(request, FetchRequest)
+    n.step(FetchResponse(3, 3, 0, (), request.request_id), 3, 100)
+    # Alive as far as this follower knows: a pre-vote is refused.
+    assert sent(n.step(vote(3, 1, 0, 0, True), 1, 150), VoteResponse)[0][1] == VoteResponse(
+        3, False, True, 3
+    )
+    n.leader_unreachable(3, 200)
+    ready = n.step(vote(3, 1, 0, 0, True), 1, 200)
+    assert sent(ready, VoteResponse) == [(1, VoteResponse(3, True, True, 3))]
+    ready = n.tick(200 + ET // 4)
+    assert state_of(n) is State.PROSPECTIVE
+    assert sorted(to for to, _ in sent(ready, VoteRequest)) == [1, 3]
+    # A report about a node that is not our leader changes nothing.
+    m = node(2)
+    m.step(begin(3, 3), 3, 100)
+    m.leader_unreachable(1, 200)
+    m.tick(200 + ET)
+    assert state_of(m) is State.FOLLOWER
+
+
+def test_a_new_leader_names_the_voters_that_have_not_fetched_from_it() -> None:
+    c = Cluster(3)
+    c.advance(3 * ET)
+    (leader,) = c.leaders()
+    assert leader.silent_voters() == set()
+    follower = next(n for n in c.nodes.values() if n is not leader)
+    assert follower.silent_voters() == set()  # only the leader knows
+    # A new election with one voter gone: it never fetches from the new leader.
+    c.cut = {leader.node_id}
+    c.advance(c.now + FT + 4 * ET)
+    (new,) = [n for n in c.nodes.values() if n.state is State.LEADER and n is not leader]
+    assert new.silent_voters() == {leader.node_id}

@@ -386,6 +386,26 @@ class RaftNode:
                 self._fetch_if_due(now_ms)
         return self._take_ready(now_ms)
 
+    def silent_voters(self) -> set[int]:
+        """On the leader: the other voters that have not fetched in this epoch (every
+        live voter does within moments of BeginQuorumEpoch). Empty elsewhere."""
+        if self.state is not State.LEADER:
+            return set()
+        return set(self._others()) - self._fetched_this_epoch
+
+    def leader_unreachable(self, leader: int, now_ms: int) -> Ready:
+        """The shell's word that ``leader`` refused or reset our fetch connection: its
+        process is gone (a partition drops packets and is noticed by the fetch timeout
+        instead). A follower of ``leader`` stops counting it as alive, so it grants
+        pre-votes, and asks for them itself after a short random backoff rather than
+        ``controller.quorum.fetch.timeout.ms``. Only timing changes: elections stay
+        pre-voted and voted as always, so a wrong report costs one failed pre-vote."""
+        if self.state is State.FOLLOWER and self.leader == leader:
+            self._last_leader_contact_ms = None
+            backoff = self._rng.randrange(max(1, self.election_timeout_ms // 4))
+            self._fetch_deadline_ms = min(self._fetch_deadline_ms, now_ms + backoff)
+        return self._take_ready(now_ms)
+
     def step(self, message: Message, from_node: int, now_ms: int) -> Ready:
         if isinstance(message, VoteRequest):
             self._on_vote_request(message, now_ms)

@@ -110,6 +110,7 @@ class ControllerService:
         # Which broker heartbeats on which inbound connection (by peer address), so
         # that a closed connection can end that broker's session early.
         self._heartbeat_peers: dict[str, int] = {}
+        self._silent_voters_checked = False
         self._latest_peer: dict[int, str] = {}
         self.forwarded = forwarded
         self.image = image
@@ -192,6 +193,7 @@ class ControllerService:
             return None
         epoch = self.quorum.raft.epoch
         if self._state is None or self._state_epoch != epoch:
+            self._silent_voters_checked = False
             self._state = QuorumControllerState(
                 self.image(),
                 cluster_id=self.cluster_id,
@@ -326,12 +328,43 @@ class ControllerService:
             except NotController:
                 return
 
+    def _suspect_silent_voters(self, state: QuorumControllerState) -> None:
+        """A new active controller knows no broker session, and a broker that died with
+        the old controller (a combined node) never heartbeats to it: it would wait the
+        whole ``broker.session.timeout.ms``. Voters hear of a new leader at once
+        (BeginQuorumEpoch) and fetch from it; so a voter that is also a broker and has
+        not fetched within ``broker.session.connection.loss.ms`` of the election is
+        treated as a closed connection at the election, and so fenced now unless it
+        has heartbeated meanwhile. Checked once per activation; a wrong guess costs a
+        leadership move."""
+        grace = self.connection_loss_ms
+        if self._silent_voters_checked or grace < 0 or not self.quorum.is_leader:
+            return
+        now = now_ms()
+        activated = state.heartbeats.activated_ms
+        if now - activated < grace:
+            return
+        self._silent_voters_checked = True
+        image = self.image()
+        for voter in sorted(self.quorum.raft.silent_voters()):
+            broker = image.brokers.get(voter)
+            heard = state.heartbeats.last_contact_ms(voter) > activated
+            if broker is not None and not broker.fenced and not heard:
+                log.warning(
+                    "broker %d: its controller has not fetched from this new leader; "
+                    "fencing it unless it heartbeats",
+                    voter,
+                )
+                # Counted from the election: the grace has passed already.
+                state.heartbeats.connection_lost(voter, activated)
+
     async def expire_sessions(self) -> None:
         """Fence the brokers whose session timed out (run on a timer)."""
         async with self.write_lock:
             state = self._controller_state()
             if state is None:
                 return
+            self._suspect_silent_voters(state)
             records = state.fence_stale_brokers(now_ms())
             if records:
                 log.warning("fencing brokers without a heartbeat: %d records", len(records))

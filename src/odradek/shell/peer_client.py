@@ -25,7 +25,23 @@ MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 
 
 class PeerUnavailable(ConnectionError):
-    """The peer could not be reached, or the connection broke before it answered."""
+    """The peer could not be reached, or the connection broke before it answered.
+
+    ``refused`` when the peer's host said so (connection refused, reset, or closed):
+    the process is gone or restarting, unlike a timeout, which a cut link also gives."""
+
+    def __init__(self, message: str, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
+
+
+_REFUSED = (ConnectionRefusedError, ConnectionResetError, BrokenPipeError, EOFError)
+
+
+def _refused(error: BaseException) -> bool:
+    if isinstance(error, PeerUnavailable):
+        return error.refused
+    return isinstance(error, _REFUSED)
 
 
 class PeerConnection:
@@ -62,7 +78,7 @@ class PeerConnection:
                 return await future
         except (ConnectionError, OSError) as e:
             self._broken(e)
-            raise PeerUnavailable(f"{self.host}:{self.port}: {e}") from None
+            raise PeerUnavailable(f"{self.host}:{self.port}: {e}", _refused(e)) from None
         finally:
             self._waiting.pop(correlation, None)
 
@@ -74,7 +90,7 @@ class PeerConnection:
                 async with asyncio.timeout(self.connect_timeout_s):
                     reader, writer = await asyncio.open_connection(self.host, self.port)
             except (OSError, TimeoutError) as e:
-                raise PeerUnavailable(f"{self.host}:{self.port}: {e}") from None
+                raise PeerUnavailable(f"{self.host}:{self.port}: {e}", _refused(e)) from None
             self._writer = writer
             self._reader_task = asyncio.create_task(self._read(reader, writer))
             return writer
@@ -111,7 +127,9 @@ class PeerConnection:
         self._writer = None
         for _, _, future in self._waiting.values():
             if not future.done():
-                future.set_exception(PeerUnavailable(f"{self.host}:{self.port}: {error}"))
+                future.set_exception(
+                    PeerUnavailable(f"{self.host}:{self.port}: {error}", _refused(error))
+                )
 
     async def close(self) -> None:
         task = self._reader_task

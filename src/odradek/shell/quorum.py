@@ -443,6 +443,13 @@ class QuorumDriver:
             )
         except (PeerUnavailable, TimeoutError) as e:
             log.debug("%s to %s failed: %s", type(message).__name__, address, e)
+            if (
+                isinstance(e, PeerUnavailable)
+                and e.refused
+                and isinstance(message, FetchRequest)
+                and self.node is not None
+            ):
+                self._process(self.node.leader_unreachable(destination, monotonic_ms()))
             return
         for endpoint in getattr(response, "node_endpoints", None) or ():
             self._learned[endpoint.node_id] = (endpoint.host, endpoint.port)
