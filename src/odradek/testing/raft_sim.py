@@ -387,6 +387,12 @@ class Simulation:
         if not p.paused:
             self._handle(p, p.node.tick(self.now))
 
+    def _on_refused(self, node_id: int, dead: int) -> None:
+        p = self.procs[node_id]
+        if p.node is None or p.paused:
+            return
+        self._handle(p, p.node.leader_unreachable(dead, self.now))
+
     def _on_deliver(self, src: int, dst: int, generation: int, message: Message) -> None:
         p = self.procs[dst]
         if p.node is None or p.generation != generation or not self.network.connected(src, dst):
@@ -495,6 +501,11 @@ class Simulation:
         p.log.on_drop = self._on_drop
         self.trace.append((self.now, "crashed", (node_id, f"{lost} unflushed operations")))
         self._schedule(self.now + self.rng.randint(50, 3000), "restart", (node_id,))
+        # A dead process's host refuses or resets connections: the nodes it could reach
+        # hear so (the shell's leader_unreachable), the others only time out.
+        for other in sorted(self.procs):
+            if other != node_id and self.network.connected(other, node_id):
+                self._schedule(self.now + self.rng.randint(0, 20), "refused", (other, node_id))
 
     def _fault_kill_majority(self) -> None:
         leader = self._client_leader()
