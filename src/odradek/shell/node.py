@@ -41,6 +41,7 @@ from odradek.broker import (
     offset_for_leader_epoch,
     partitions_admin,
     produce,
+    reassignments,
     topics,
 )
 from odradek.broker import producer_ids as init_producer_id
@@ -70,12 +71,14 @@ from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.framing import FrameDecoder, size_prefix
 from odradek.protocol.messages import (
     AlterConfigsRequest,
+    AlterPartitionReassignmentsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
+    DescribeLogDirsRequest,
     DescribeQuorumRequest,
     ElectLeadersRequest,
     EnvelopeRequest,
@@ -84,9 +87,11 @@ from odradek.protocol.messages import (
     IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
     ListOffsetsRequest,
+    ListPartitionReassignmentsRequest,
     MetadataRequest,
     OffsetForLeaderEpochRequest,
     ProduceRequest,
+    UnregisterBrokerRequest,
 )
 from odradek.protocol.metadata import NoOpRecord
 from odradek.protocol.metadata_record import decode_metadata_record
@@ -298,6 +303,28 @@ class Node:
                 InitProducerIdRequest.API_KEY,
                 init_producer_id.VERSIONS,
                 lambda h, b: init_producer_id.handle_init_producer_id(s, producer_ids, h, b),
+            ),
+        ]
+        handlers += [
+            (
+                AlterPartitionReassignmentsRequest.API_KEY,
+                reassignments.ALTER_VERSIONS,
+                lambda h, b: reassignments.handle_alter_partition_reassignments(s, h, b),
+            ),
+            (
+                ListPartitionReassignmentsRequest.API_KEY,
+                reassignments.LIST_VERSIONS,
+                lambda h, b: reassignments.handle_list_partition_reassignments(s, h, b),
+            ),
+            (
+                UnregisterBrokerRequest.API_KEY,
+                reassignments.UNREGISTER_VERSIONS,
+                lambda h, b: reassignments.handle_unregister_broker(s, h, b),
+            ),
+            (
+                DescribeLogDirsRequest.API_KEY,
+                reassignments.DESCRIBE_LOG_DIRS_VERSIONS,
+                lambda h, b: reassignments.handle_describe_log_dirs(s, h, b),
             ),
         ]
         handlers += [
@@ -651,11 +678,28 @@ class Node:
             if self.quorum is not None and self.quorum.is_leader:
                 await self.controller.unclean_elections(self._unclean_election_enabled)
                 self.controller.check_offline()
+                await self.controller.complete_reassignments(self._min_insync_replicas)
             if server.auto_leader_rebalance_enable and now_ms() - last_rebalance >= interval_ms:
                 last_rebalance = now_ms()
                 await self.controller.rebalance_leaders(
                     server.leader_imbalance_per_broker_percentage
                 )
+
+    def _min_insync_replicas(self, topic: str, replication_factor: int) -> int:
+        """The topic's ``min.insync.replicas``; unset, a majority of its replicas."""
+        try:
+            value = effective_topic_value(
+                self.config.server,
+                self.state.image.configs,
+                topic,
+                self.config.settings.node_id,
+                "min.insync.replicas",
+            )
+        except ConfigError:
+            value = None
+        if isinstance(value, int) and value > 0:
+            return value
+        return replication_factor // 2 + 1
 
     def _unclean_election_enabled(self, topic: str) -> bool:
         try:
