@@ -17,7 +17,7 @@ from odradek.broker.configs import (
     handle_incremental_alter_configs,
 )
 from odradek.broker.effects import CommitRecords, Reply
-from odradek.broker.topic_config import DYNAMIC_BROKER_TOPIC_KEYS
+from odradek.broker.topic_config import DYNAMIC_BROKER_TOPIC_KEYS, REPLICATION_THROTTLE_KEYS
 from odradek.core.configdef import ConfigType
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import (
@@ -255,7 +255,9 @@ def test_this_broker_reports_its_server_config(h: Harness) -> None:
     assert not compression.read_only
     assert not found["log.retention.ms"].read_only
     assert found["log.retention.hours"].read_only
-    assert {name for name, e in found.items() if not e.read_only} == DYNAMIC_BROKER_TOPIC_KEYS
+    assert {name for name, e in found.items() if not e.read_only} == (
+        DYNAMIC_BROKER_TOPIC_KEYS | REPLICATION_THROTTLE_KEYS
+    )
     rack = found["broker.rack"]
     assert (rack.value, rack.config_source, rack.synonyms) == (
         None,
