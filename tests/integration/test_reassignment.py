@@ -12,12 +12,14 @@ producer (idempotent) and a consumer run throughout.
 2. ``odradek cluster remove-brokers --brokers 4`` empties broker 4 (still under load);
    once it holds nothing it is stopped, and the command unregisters it.
 
-Finally every acknowledged value is read back.
+Before step 1, the same add-brokers with a crawling throttle is interrupted (Ctrl-C):
+it cancels what it started. Finally every acknowledged value is read back.
 """
 
 from __future__ import annotations
 
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -239,6 +241,30 @@ def _scenario(cluster: Cluster, tmp_path: Path, new: list[ClusterNode]) -> None:
     ).stdout  # fmt: skip
     assert PLAN_LINE.search(plan) is not None, plan
     before = assignment(cluster.bootstrap)
+
+    # Ctrl-C while a throttled move runs cancels it: every partition is back on its
+    # original brokers and no reassignment is left in progress.
+    slow = run_cli(
+        "cluster", "add-brokers", "--bootstrap-server", cluster.nodes[0].bootstrap,
+        "--brokers", "4,5", "--throttle", "1000",
+    )  # fmt: skip
+    assert slow.stdout is not None
+    for line in slow.stdout:
+        if "partitions 0/" in line:
+            break
+    slow.send_signal(signal.SIGINT)
+    output, _ = slow.communicate(timeout=60)
+    assert slow.returncode == 130, output
+    assert re.search(r"cancelled [1-9]\d* partition reassignment", output), output
+    reverted = assignment(cluster.bootstrap)
+    assert {k: set(v) for k, v in reverted.items()} == {k: set(v) for k, v in before.items()}
+    assert (
+        "cancelled 0 partition reassignment(s)"
+        in odradek(
+            "cluster", "cancel-reassignments", "--bootstrap-server", cluster.nodes[0].bootstrap
+        ).stdout
+    )
+    before = reverted
     acked_before, seen_before = len(writer.acknowledged), reader.seen
     moved = run_cli(
         "cluster", "add-brokers", "--bootstrap-server", cluster.nodes[0].bootstrap,
@@ -273,11 +299,17 @@ def _scenario(cluster: Cluster, tmp_path: Path, new: list[ClusterNode]) -> None:
         "cluster", "remove-brokers", "--bootstrap-server", cluster.nodes[0].bootstrap,
         "--brokers", "4", "--timeout", "90", "--stop-timeout", "60",
     )  # fmt: skip
-    until(
-        lambda: all(4 not in r for r in assignment(cluster.bootstrap).values()),
-        90,
-        "broker 4 to hold no replica",
-    )
+
+    def emptied() -> bool:
+        if removing.poll() is not None:
+            raise AssertionError(f"remove-brokers ended early: {removing.communicate()[0]}")
+        return all(4 not in r for r in assignment(cluster.bootstrap).values())
+
+    try:
+        until(emptied, 90, "broker 4 to hold no replica")
+    except AssertionError:
+        removing.kill()
+        raise AssertionError(f"remove-brokers: {removing.communicate()[0]}") from None
     new[0].stop()
     output, _ = removing.communicate(timeout=120)
     assert removing.returncode == 0, output
