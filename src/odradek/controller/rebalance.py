@@ -13,7 +13,9 @@ brokers that should hold them, :func:`plan_rebalance` returns new replica lists 
   ``ceil(P/n)`` of the P partitions, whenever the replica placement allows it (a
   partition's preferred leader can only be one of its replicas);
 * the number of replicas moved (a replica on a broker that did not hold it before) is
-  the lower bound :func:`minimum_moves` for replica balance.
+  the lower bound :func:`minimum_moves` for replica balance whenever no broker leaves
+  (add-brokers, rebalancing), and that bound plus the detours the plan reports when
+  brokers leave (remove-brokers).
 
 Why the greedy plan reaches the lower bound. Give ``ceil`` to the brokers that hold the
 most replicas now (ties by id); the others get ``floor``, a removed broker 0. Every
@@ -21,13 +23,20 @@ replica above a broker's target must move, so ``sum(max(0, count - target))`` mo
 are necessary; the plan makes exactly that many, each from a broker above its target to
 one below it. Such a move always exists for brokers that stay: a broker x above its
 target holds more replicas than a broker y below its target (``count(x) > target(x) >=
-floor >= target(y) > count(y)``), so some partition on x is not on y. A replica on a
-*removed* broker may sit on a partition that every broker below target already holds;
-then it goes to a broker at its target that does not hold it, and that broker passes a
-different replica on (one extra move, reported as a detour). With replication factors
-well below the number of brokers this needs many brokers below target to all share one
-partition, which the property tests show does not happen in practice; the plan counts
-detours so that the bound it reaches is always ``minimum_moves + detours``.
+floor >= target(y) > count(y)``), so some partition on x is not on y.
+
+A replica on a *removed* broker is different: its partition may already be on every
+broker below target. Then no single move can place it, and it goes to a broker at its
+target that lacks it, which passes another replica on: one move more than the bound (a
+"detour"; ``RebalancePlan.detours``). The bound is then not reachable at all when, as
+in the smallest such case (brokers 1-4, partitions [1, 3], [2, 4], [4, 2], broker 1
+leaves: broker 3 is the only one below target and already holds the partition), no
+other choice exists. To make detours rare the leaving broker's replicas go out most
+constrained first (the one that the fewest brokers below target can take). A sweep over
+the placements CreateTopics makes (2 to 9 brokers, 1 to 3 of them leaving, 1 to 60
+partitions, every replication factor: 5,100 cases) found a detour in 8% of the removals,
+at most 5 in one plan; the property tests check that the moves are always exactly
+``minimum_moves + detours``, and that adding brokers never needs one.
 
 Preferred leaders are balanced afterwards, without moving data: each partition first
 keeps its current preferred leader when that broker is still a replica, then leadership

@@ -1180,7 +1180,13 @@ class Node:
             self._flush_wakeup.clear()
             # Let every request already read from the sockets append first.
             await asyncio.sleep(0)
-            await self._flush_in_thread()
+            try:
+                await self._flush_in_thread()
+            except Exception:
+                # Without the flusher no acks=all produce and no follower fetch ever
+                # completes again: say so loudly instead of hanging silently.
+                log.exception("the group-commit flusher failed")
+                raise
 
     def _flush_all(self) -> None:
         """Flush on this thread (at stop, when nothing else runs)."""
