@@ -18,6 +18,7 @@ it cancels what it started. Finally every acknowledged value is read back.
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import subprocess
@@ -255,9 +256,18 @@ def _scenario(cluster: Cluster, tmp_path: Path, new: list[ClusterNode]) -> None:
     slow.send_signal(signal.SIGINT)
     output, _ = slow.communicate(timeout=60)
     assert slow.returncode == 130, output
-    assert re.search(r"cancelled [1-9]\d* partition reassignment", output), output
+    cancelled = re.search(r"cancelled (\d+) partition reassignment", output)
+    assert cancelled is not None and int(cancelled.group(1)) > 0, output
+    # A move that finished before Ctrl-C (a tiny partition fits in the throttle) stays
+    # done; every other partition is back on its original brokers.
+    targets = {
+        (m.group(1), int(m.group(2))): set(json.loads(m.group(3)))
+        for m in re.finditer(r"  (\S+)-(\d+): \[[\d, ]*\] -> (\[[\d, ]*\]) \(move\)", output)
+    }
     reverted = assignment(cluster.bootstrap)
-    assert {k: set(v) for k, v in reverted.items()} == {k: set(v) for k, v in before.items()}
+    back = [k for k, v in reverted.items() if set(v) == set(before[k])]
+    assert all(set(v) in (set(before[k]), targets.get(k)) for k, v in reverted.items())
+    assert len(reverted) - len(back) <= len(targets) - int(cancelled.group(1))
     assert (
         "cancelled 0 partition reassignment(s)"
         in odradek(

@@ -729,7 +729,7 @@ class Node:
                     self.replication.fail_waiters(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 del self.state.partitions[key]
                 if key in self.log_dir.logs:
-                    self.log_dir.delete_log(*key)
+                    self._delete_log(key)
         now = now_ms()
         for key, (topic, p) in wanted.items():
             partition_log = self.log_dir.logs.get(key)
@@ -779,6 +779,29 @@ class Node:
             self.state.partitions[key] = partition
             if self.replication is not None:
                 self.replication.new_role(partition, p, high_watermark)
+
+    def _delete_log(self, key: tuple[str, int]) -> None:
+        """Delete the local copy of a partition this node no longer hosts (a deleted
+        topic, or a replica a reassignment moved away). Not while a flush runs on a
+        worker thread: it may hold the log's handles, so the deletion waits for it."""
+        assert self.log_dir is not None
+        if not self._io_lock.locked():
+            self.log_dir.delete_log(*key)
+            return
+        victim = self.log_dir.logs[key]
+        task = asyncio.create_task(self._delete_log_after_flush(key, victim))
+        self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+
+    async def _delete_log_after_flush(self, key: tuple[str, int], victim: PartitionLog) -> None:
+        async with self._io_lock:
+            # Hosted again meanwhile (a cancelled move): the copy is kept and reused.
+            if (
+                self.log_dir is not None
+                and self.log_dir.logs.get(key) is victim
+                and key not in self.state.partitions
+            ):
+                self.log_dir.delete_log(*key)
 
     # --- Idempotent producers -------------------------------------------------------
 
