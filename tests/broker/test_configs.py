@@ -781,3 +781,17 @@ def test_broker_validate_only_changes_nothing(h: Harness) -> None:
     assert codes(bad.response) == [(BROKER_RESOURCE, "1", ErrorCode.INVALID_CONFIG)]
     assert broker_configs(h, "") == {} and broker_configs(h, "1") == {}
     assert h.committed == []
+
+
+def test_the_reassignment_throttle_is_a_dynamic_broker_key(h: Harness) -> None:
+    rate = "follower.replication.throttled.rate"
+    response = h.carry(incremental_alter(h, [(BROKER_RESOURCE, "", [(rate, SET, "5000")])]))
+    assert codes(response) == [(BROKER_RESOURCE, "", ErrorCode.NONE)]
+    assert broker_configs(h, "") == {rate: "5000"}
+    # Bytes per second must be positive; the bad value is refused and nothing changes.
+    response = h.carry(incremental_alter(h, [(BROKER_RESOURCE, "", [(rate, SET, "0")])]))
+    assert codes(response) == [(BROKER_RESOURCE, "", ErrorCode.INVALID_CONFIG)]
+    assert broker_configs(h, "") == {rate: "5000"}
+    response = h.carry(incremental_alter(h, [(BROKER_RESOURCE, "", [(rate, DELETE, None)])]))
+    assert codes(response) == [(BROKER_RESOURCE, "", ErrorCode.NONE)]
+    assert broker_configs(h, "") == {}
