@@ -250,11 +250,14 @@ def _scenario(cluster: Cluster, tmp_path: Path, new: list[ClusterNode]) -> None:
         "--brokers", "4,5", "--throttle", "1000",
     )  # fmt: skip
     assert slow.stdout is not None
+    seen = []
     for line in slow.stdout:
-        if "partitions 0/" in line:
+        seen.append(line)
+        if re.search(r"partitions \d+/\d+ done", line):
             break
     slow.send_signal(signal.SIGINT)
-    output, _ = slow.communicate(timeout=60)
+    rest, _ = slow.communicate(timeout=60)
+    output = "".join(seen) + rest
     assert slow.returncode == 130, output
     cancelled = re.search(r"cancelled (\d+) partition reassignment", output)
     assert cancelled is not None and int(cancelled.group(1)) > 0, output
