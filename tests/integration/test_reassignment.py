@@ -155,7 +155,9 @@ def brokers(bootstrap: str) -> set[int]:
     return set(admin.list_topics(timeout=10).brokers)
 
 
-def read_back(bootstrap: str) -> set[int]:
+def read_back(bootstrap: str) -> tuple[set[int], dict[int, tuple[int, int]]]:
+    """Every key in the topic, and the partitions not read up to their high watermark
+    (position, high watermark)."""
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -178,7 +180,8 @@ def read_back(bootstrap: str) -> set[int]:
             values.add(int(msg.key() or b"-1"))
             positions[int(msg.partition() or 0)] = int(msg.offset() or 0) + 1
     consumer.close()
-    return values
+    short = {p: (positions[p], ends[p]) for p in ends if positions[p] < ends[p]}
+    return values, short
 
 
 def join_broker(cluster: Cluster, root: Path, node_id: int) -> ClusterNode:
@@ -217,6 +220,12 @@ def test_add_two_brokers_then_remove_one_under_load(cluster: Cluster, tmp_path: 
 
 
 def _scenario(cluster: Cluster, tmp_path: Path, new: list[ClusterNode]) -> None:
+    started = time.monotonic()
+
+    def phase(name: str) -> None:
+        # Shown with the captured output of a failure: where the time went.
+        print(f"phase {name}: {time.monotonic() - started:.1f} s")
+
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=2)])[
         TOPIC
@@ -228,6 +237,7 @@ def _scenario(cluster: Cluster, tmp_path: Path, new: list[ClusterNode]) -> None:
         writer.value += 1
         writer.producer.poll(0)
     assert writer.producer.flush(60) == 0
+    phase("loaded")
     writer.start()
     reader = Reader(cluster.bootstrap)
     reader.start()
@@ -236,6 +246,7 @@ def _scenario(cluster: Cluster, tmp_path: Path, new: list[ClusterNode]) -> None:
         node.wait_started()
     until(lambda: {4, 5} <= brokers(cluster.bootstrap), 30, "brokers 4 and 5 to register")
 
+    phase("brokers 4 and 5 registered")
     plan = odradek(
         "cluster", "add-brokers", "--bootstrap-server", cluster.nodes[0].bootstrap,
         "--brokers", "4,5", "--dry-run",
@@ -243,6 +254,7 @@ def _scenario(cluster: Cluster, tmp_path: Path, new: list[ClusterNode]) -> None:
     assert PLAN_LINE.search(plan) is not None, plan
     before = assignment(cluster.bootstrap)
 
+    phase("dry run done")
     # Ctrl-C while a throttled move runs cancels it: every partition is back on its
     # original brokers and no reassignment is left in progress.
     slow = run_cli(
@@ -278,6 +290,7 @@ def _scenario(cluster: Cluster, tmp_path: Path, new: list[ClusterNode]) -> None:
         ).stdout
     )
     before = reverted
+    phase("cancel done")
     acked_before, seen_before = len(writer.acknowledged), reader.seen
     moved = run_cli(
         "cluster", "add-brokers", "--bootstrap-server", cluster.nodes[0].bootstrap,
@@ -294,6 +307,8 @@ def _scenario(cluster: Cluster, tmp_path: Path, new: list[ClusterNode]) -> None:
     assert len(writer.acknowledged) > acked_before, "produce went on during the moves"
     assert reader.seen > seen_before, "consume went on during the moves"
 
+    phase("add-brokers done")
+
     def balanced() -> bool:
         replicas, preferred = counts_of(assignment(cluster.bootstrap), (1, 2, 3, 4, 5))
         return spread(replicas.values()) <= 1 and spread(preferred.values()) <= 1
@@ -307,6 +322,7 @@ def _scenario(cluster: Cluster, tmp_path: Path, new: list[ClusterNode]) -> None:
     changed = sum(len(set(after[k]) - set(before[k])) for k in before)
     assert changed <= minimum, f"{changed} replicas moved, the plan's minimum is {minimum}"
 
+    phase("balance checked")
     # Remove broker 4 under the same load; stop it once it holds nothing.
     removing = run_cli(
         "cluster", "remove-brokers", "--bootstrap-server", cluster.nodes[0].bootstrap,
@@ -323,6 +339,7 @@ def _scenario(cluster: Cluster, tmp_path: Path, new: list[ClusterNode]) -> None:
     except AssertionError:
         removing.kill()
         raise AssertionError(f"remove-brokers: {removing.communicate()[0]}") from None
+    phase("broker 4 emptied")
     new[0].stop()
     output, _ = removing.communicate(timeout=120)
     assert removing.returncode == 0, output
@@ -333,6 +350,7 @@ def _scenario(cluster: Cluster, tmp_path: Path, new: list[ClusterNode]) -> None:
     assert spread(remaining.values()) <= 1, remaining
     assert 4 not in brokers(cluster.bootstrap)
 
+    phase("broker 4 unregistered")
     writer.stopping.set()
     writer.join(150)
     reader.stopping.set()
@@ -340,6 +358,9 @@ def _scenario(cluster: Cluster, tmp_path: Path, new: list[ClusterNode]) -> None:
     assert writer.error is None, f"the producer failed: {writer.error}"
     acknowledged = set(writer.acknowledged)
     assert len(acknowledged) > 10_000
-    read = read_back(cluster.bootstrap)
+    phase("writer and reader stopped")
+    read, short = read_back(cluster.bootstrap)
+    assert not short, f"partitions not readable up to their high watermark: {short}"
     lost = sorted(acknowledged - read)
     assert not lost, f"{len(lost)} acknowledged values lost, e.g. {lost[:10]}"
+    phase("read back")

@@ -381,13 +381,13 @@ async def _cancel(address: tuple[str, int], keys: set[Key] | None, throttle: boo
     try:
         running = await ongoing(peer)
         wanted = {k: None for k in running if keys is None or k in keys}
-        if wanted:
-            problems = await alter(peer, wanted)
-            for problem in problems:
-                click.echo(problem, err=True)
+        problems = await alter(peer, wanted) if wanted else []
+        for problem in problems:
+            # NO_REASSIGNMENT_IN_PROGRESS: it completed between the listing and now.
+            click.echo(problem, err=True)
         if throttle:
             await set_throttle(peer, None)
-        return len(wanted)
+        return len(wanted) - len(problems)
     finally:
         await peer.close()
 
