@@ -17,7 +17,7 @@ from odradek.broker.configs import (
     handle_incremental_alter_configs,
 )
 from odradek.broker.effects import CommitRecords, Reply
-from odradek.broker.topic_config import DYNAMIC_BROKER_TOPIC_KEYS
+from odradek.broker.topic_config import DYNAMIC_BROKER_TOPIC_KEYS, REPLICATION_THROTTLE_KEYS
 from odradek.core.configdef import ConfigType
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import (
@@ -255,7 +255,9 @@ def test_this_broker_reports_its_server_config(h: Harness) -> None:
     assert not compression.read_only
     assert not found["log.retention.ms"].read_only
     assert found["log.retention.hours"].read_only
-    assert {name for name, e in found.items() if not e.read_only} == DYNAMIC_BROKER_TOPIC_KEYS
+    assert {name for name, e in found.items() if not e.read_only} == (
+        DYNAMIC_BROKER_TOPIC_KEYS | REPLICATION_THROTTLE_KEYS
+    )
     rack = found["broker.rack"]
     assert (rack.value, rack.config_source, rack.synonyms) == (
         None,
@@ -779,3 +781,17 @@ def test_broker_validate_only_changes_nothing(h: Harness) -> None:
     assert codes(bad.response) == [(BROKER_RESOURCE, "1", ErrorCode.INVALID_CONFIG)]
     assert broker_configs(h, "") == {} and broker_configs(h, "1") == {}
     assert h.committed == []
+
+
+def test_the_reassignment_throttle_is_a_dynamic_broker_key(h: Harness) -> None:
+    rate = "follower.replication.throttled.rate"
+    response = h.carry(incremental_alter(h, [(BROKER_RESOURCE, "", [(rate, SET, "5000")])]))
+    assert codes(response) == [(BROKER_RESOURCE, "", ErrorCode.NONE)]
+    assert broker_configs(h, "") == {rate: "5000"}
+    # Bytes per second must be positive; the bad value is refused and nothing changes.
+    response = h.carry(incremental_alter(h, [(BROKER_RESOURCE, "", [(rate, SET, "0")])]))
+    assert codes(response) == [(BROKER_RESOURCE, "", ErrorCode.INVALID_CONFIG)]
+    assert broker_configs(h, "") == {rate: "5000"}
+    response = h.carry(incremental_alter(h, [(BROKER_RESOURCE, "", [(rate, DELETE, None)])]))
+    assert codes(response) == [(BROKER_RESOURCE, "", ErrorCode.NONE)]
+    assert broker_configs(h, "") == {}

@@ -363,3 +363,21 @@ def test_idempotent_retries_are_acknowledged_once_with_their_first_offsets() -> 
     assert send(0, epoch=1) == (ErrorCode.NONE, 6)  # a new epoch starts at 0
     assert send(6, epoch=0)[0] == ErrorCode.INVALID_PRODUCER_EPOCH  # fenced
     assert h.state.partitions[("t", 0)].log.log_end_offset == 9
+
+
+def test_acks_all_is_not_acknowledged_when_leadership_moves_during_the_flush() -> None:
+    """The replica rebuilt for a new leader epoch (here: this node now follows) while an
+    acks=all batch was being flushed: no ISR counts that batch any more, and the new
+    leader may lack it, so the producer is told NOT_LEADER_OR_FOLLOWER, never NONE."""
+    h = Harness()
+    h.create("t")
+    outcome = h.produce("t", batch(3))
+    assert isinstance(outcome, AwaitFlush)
+    old = h.state.partitions[("t", 0)]
+    # What the shell does when the metadata moves leadership: a new LocalPartition.
+    h.state.partitions[("t", 0)] = LocalPartition(
+        "t", 0, old.topic_id, old.log, old.leader_epoch + 1, True, is_leader=False
+    )
+    response = h.carry(outcome)
+    result = response.responses[0].partition_responses[0]
+    assert result.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER

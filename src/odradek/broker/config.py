@@ -614,6 +614,10 @@ _SERVER_KEYS: Final = [
          "A follower that has not caught up for this long leaves the ISR.", importance=_H),
     _key("replica.fetch.max.bytes", _I, MIB, "Bytes a follower fetches per partition.",
          validator=_NON_NEGATIVE),
+    _key("follower.replication.throttled.rate", _L, LONG_MAX,
+         "Bytes per second a broker fetches for the replicas a reassignment is adding "
+         "(odradek cluster add-brokers --throttle sets it and removes it when done).",
+         validator=_POSITIVE, dynamic=True),
     _key("replica.fetch.min.bytes", _I, 1, "Bytes a follower's fetch waits for.",
          importance=_H),
     _key("replica.fetch.wait.max.ms", _I, 500, "Longest a follower's fetch waits for data."),
@@ -1147,6 +1151,10 @@ class ServerConfig:
     @property
     def replica_fetch_max_bytes(self) -> int:
         return self._int("replica.fetch.max.bytes")
+
+    @property
+    def follower_replication_throttled_rate(self) -> int:
+        return self._int("follower.replication.throttled.rate")
 
     @property
     def replica_fetch_wait_max_ms(self) -> int:

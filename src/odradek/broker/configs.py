@@ -13,7 +13,8 @@ This module owns the broker's answers about configuration:
 
 Dynamic broker configs are accepted only for the keys whose sole effect is as the default
 of a topic config (:data:`~odradek.broker.topic_config.DYNAMIC_BROKER_TOPIC_KEYS`:
-``log.retention.ms``, ``log.segment.bytes``, ``message.max.bytes`` ...), for this broker
+``log.retention.ms``, ``log.segment.bytes``, ``message.max.bytes`` ...) and for the
+reassignment throttle (``follower.replication.throttled.rate``), for this broker
 (its id) or as the cluster default (""); the node applies them as it resolves each topic's
 settings. Any other broker key is refused with POLICY_VIOLATION: nothing on this node
 would apply it to the running sockets or threads, so accepting one would make
@@ -40,6 +41,7 @@ from odradek.broker.effects import CommitRecords, Outcome, Reply
 from odradek.broker.state import BrokerState
 from odradek.broker.topic_config import (
     DYNAMIC_BROKER_TOPIC_KEYS,
+    REPLICATION_THROTTLE_KEYS,
     TOPIC_CONFIG_DEF,
     effective_topic_config,
     validate_dynamic_broker_configs,
@@ -232,7 +234,7 @@ def broker_config_entries(
                 is_default=source is ConfigSource.DEFAULT_CONFIG,
                 # Only the topic-default keys can be changed at run time here (see the
                 # module doc); a tool that offers to edit another should not be told so.
-                read_only=name not in DYNAMIC_BROKER_TOPIC_KEYS,
+                read_only=name not in DYNAMIC_BROKER_TOPIC_KEYS | REPLICATION_THROTTLE_KEYS,
                 sensitive=sensitive,
                 synonyms=tuple(synonyms),
                 config_type=key.type if key is not None else None,
@@ -404,12 +406,13 @@ def _broker_refusal(state: BrokerState, name: str, keys: Sequence[str]) -> Confi
             )
     if len(set(keys)) != len(keys):
         return ConfigOutcome(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-    static = sorted(set(keys) - DYNAMIC_BROKER_TOPIC_KEYS)
+    static = sorted(set(keys) - DYNAMIC_BROKER_TOPIC_KEYS - REPLICATION_THROTTLE_KEYS)
     if not static:
         return None
     return ConfigOutcome(
         ErrorCode.POLICY_VIOLATION,
-        "Only the broker defaults of topic configs can be changed dynamically: set "
+        "Only the broker defaults of topic configs and follower.replication.throttled.rate "
+        "can be changed dynamically: set "
         + ", ".join(static)
         + " in server.properties and restart the node",
     )

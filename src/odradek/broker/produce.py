@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from odradek.broker.effects import AwaitFlush, AwaitReplication, NoReply, Outcome, Reply
 from odradek.broker.leader_hints import leader_hint
+from odradek.broker.partition import LocalPartition
 from odradek.broker.state import BrokerState
 from odradek.core.errors import InvalidRecordBatchError, LogOfflineError
 from odradek.protocol.api import RequestHeader
@@ -41,6 +42,9 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
     endpoints: dict[int, NodeEndpoint] = {}
     responses: list[TopicProduceResponse] = []
     waits: dict[tuple[str, int], int] = {}
+    # The replica each waiting batch went to: if the node rebuilds it (a new leader epoch,
+    # or it now follows) before the ack, nothing counts the batch towards an ISR any more.
+    appended: dict[tuple[str, int], LocalPartition] = {}
     for topic in request.topic_data:
         partitions = []
         for data in topic.partition_data:
@@ -103,6 +107,7 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
                     result.log_start_offset = partition.log.log_start_offset
                     if acks == -1:
                         waits[key] = decision.duplicate_of.last_offset + 1
+                        appended[key] = partition
                     continue
                 if not decision.append:
                     result.error_code = decision.error_code
@@ -125,6 +130,7 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
             result.log_start_offset = partition.log.log_start_offset
             if acks == -1:
                 waits[key] = info.last_offset + 1
+                appended[key] = partition
         responses.append(TopicProduceResponse(name=topic.name, partition_responses=partitions))
     response = ProduceResponse(responses=responses, node_endpoints=list(endpoints.values()))
     if acks == 0:
@@ -132,8 +138,10 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
     if not waits:
         return Reply(response)
     if state.settings.flush_before_ack:
-        return AwaitFlush(waits, lambda: _after_flush(state, response, waits, request.timeout_ms))
-    return _await_replication(state, response, waits, request.timeout_ms)
+        return AwaitFlush(
+            waits, lambda: _after_flush(state, response, waits, appended, request.timeout_ms)
+        )
+    return _await_replication(state, response, waits, appended, request.timeout_ms)
 
 
 def _refuse(headers: list[BatchHeader], max_message_bytes: int) -> tuple[ErrorCode, str] | None:
@@ -158,6 +166,7 @@ def _after_flush(
     state: BrokerState,
     response: ProduceResponse,
     waits: dict[tuple[str, int], int],
+    appended: dict[tuple[str, int], LocalPartition],
     timeout_ms: int,
 ) -> Outcome:
     for topic in response.responses:
@@ -167,21 +176,33 @@ def _after_flush(
             if key in waits and (partition is None or partition.log.offline is not None):
                 result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
                 result.error_message = "the log went offline before the batch was flushed"
-    return _await_replication(state, response, waits, timeout_ms)
+    return _await_replication(state, response, waits, appended, timeout_ms)
 
 
 def _await_replication(
     state: BrokerState,
     response: ProduceResponse,
     waits: dict[tuple[str, int], int],
+    appended: dict[tuple[str, int], LocalPartition],
     timeout_ms: int,
 ) -> Outcome:
     """acks=all: wait until the in-sync replicas hold the batches (the leader's high
-    watermark passed them), or the leader says they cannot."""
+    watermark passed them), or the leader says they cannot.
+
+    A partition this node no longer leads in the epoch it appended in (leadership moved
+    while the batch was being flushed) answers NOT_LEADER_OR_FOLLOWER: the new leader may
+    not have the batch, so it must not be acknowledged here; the producer retries there.
+    """
+    moved = {key for key in waits if state.partitions.get(key) is not appended.get(key)}
+    for topic in response.responses:
+        for result in topic.partition_responses:
+            key = (topic.name, result.index)
+            if key in moved and result.error_code == ErrorCode.NONE:
+                result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
     replicated = {
         key: offset
         for key, offset in waits.items()
-        if (p := state.partitions.get(key)) is not None and p.leader_state is not None
+        if key not in moved and appended[key].leader_state is not None
     }
     if not replicated:
         return Reply(response)

@@ -58,6 +58,7 @@ from odradek.storage.log import LogConfig
 
 __all__ = [
     "DYNAMIC_BROKER_TOPIC_KEYS",
+    "REPLICATION_THROTTLE_KEYS",
     "TOPIC_CONFIG_DEF",
     "TOPIC_CONFIG_SYNONYMS",
     "BrokerSynonym",
@@ -236,6 +237,11 @@ _DYNAMIC_TOPIC_OF: Final[Mapping[str, tuple[str, BrokerSynonym]]] = {
 }
 DYNAMIC_BROKER_TOPIC_KEYS: Final[frozenset[str]] = frozenset(_DYNAMIC_TOPIC_OF)
 """Broker keys that may be set dynamically, per broker or as the cluster default."""
+REPLICATION_THROTTLE_KEYS: Final[frozenset[str]] = frozenset(
+    {"follower.replication.throttled.rate"}
+)
+"""Dynamic broker keys that are not topic defaults: the reassignment throttle, which the
+replica fetchers read from the image on every fetch."""
 
 
 def validate_dynamic_broker_configs(configs: Mapping[str, str]) -> dict[str, ConfigValue]:
@@ -248,6 +254,9 @@ def validate_dynamic_broker_configs(configs: Mapping[str, str]) -> dict[str, Con
     """
     typed: dict[str, ConfigValue] = {}
     for name, raw in configs.items():
+        if name in REPLICATION_THROTTLE_KEYS:
+            typed[name] = SERVER_CONFIG_DEF.parse_value(name, raw)
+            continue
         target = _DYNAMIC_TOPIC_OF.get(name)
         if target is None:
             raise ConfigError(f"Cannot update these configs dynamically: {name}")

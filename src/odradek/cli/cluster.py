@@ -414,7 +414,7 @@ async def _quorum(peer: PeerConnection) -> QuorumHealth:
 
 @click.group()
 def cluster() -> None:
-    """Check the health of the whole cluster."""
+    """Check the health of the whole cluster; add, remove and rebalance brokers."""
 
 
 @cluster.command()
@@ -438,3 +438,14 @@ def health(ctx: click.Context, bootstrap_server: str, as_json: bool) -> None:
         for line in format_report(report):
             click.echo(line)
     ctx.exit(0 if report.healthy else 1)
+
+
+def _register_operations() -> None:
+    # Grow, shrink and rebalance live in their own module; they are subcommands here.
+    from odradek.cli.cluster_ops import COMMANDS
+
+    for command in COMMANDS:
+        cluster.add_command(command)
+
+
+_register_operations()

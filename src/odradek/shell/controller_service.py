@@ -31,6 +31,7 @@ from odradek.controller.elections import unclean_leader_election
 from odradek.controller.elr import cluster_min_isr_record
 from odradek.controller.image import MetadataImage
 from odradek.controller.preferred import imbalanced_partitions, preferred_election
+from odradek.controller.reassignment import complete_reassignments
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import (
     AddRaftVoterRequest,
@@ -357,6 +358,22 @@ class ControllerService:
                 )
                 # Counted from the election: the grace has passed already.
                 state.heartbeats.connection_lost(voter, activated)
+
+    async def complete_reassignments(self, min_insync_replicas: Callable[[str, int], int]) -> None:
+        """Complete every partition reassignment whose adding replicas have all joined the
+        ISR (KIP-455): the removed replicas leave, the leader moves if it was one of them.
+        Run after every change on the active controller, so a reassignment a previous
+        controller started completes here too."""
+        async with self.write_lock:
+            if self._controller_state() is None:
+                return
+            records = complete_reassignments(self.image(), min_insync_replicas)
+            if records:
+                log.info("completing %d partition reassignment(s)", len(records))
+                try:
+                    await self.commit(list(records))
+                except NotController:
+                    return
 
     async def expire_sessions(self) -> None:
         """Fence the brokers whose session timed out (run on a timer)."""

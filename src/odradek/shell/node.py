@@ -41,6 +41,7 @@ from odradek.broker import (
     offset_for_leader_epoch,
     partitions_admin,
     produce,
+    reassignments,
     topics,
 )
 from odradek.broker import producer_ids as init_producer_id
@@ -61,6 +62,7 @@ from odradek.broker.producer_ids import ProducerIds
 from odradek.broker.router import Close, Dispatch, Respond, Router
 from odradek.broker.state import BrokerSettings, BrokerState
 from odradek.broker.topic_config import effective_log_config, effective_topic_value
+from odradek.controller.elr import min_insync_replicas
 from odradek.controller.image import MetadataImage
 from odradek.controller.image_records import decode_image_records, encode_image_records
 from odradek.coordinator import API_VERSIONS as GROUP_API_VERSIONS
@@ -70,12 +72,14 @@ from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.framing import FrameDecoder, size_prefix
 from odradek.protocol.messages import (
     AlterConfigsRequest,
+    AlterPartitionReassignmentsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
+    DescribeLogDirsRequest,
     DescribeQuorumRequest,
     ElectLeadersRequest,
     EnvelopeRequest,
@@ -84,9 +88,11 @@ from odradek.protocol.messages import (
     IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
     ListOffsetsRequest,
+    ListPartitionReassignmentsRequest,
     MetadataRequest,
     OffsetForLeaderEpochRequest,
     ProduceRequest,
+    UnregisterBrokerRequest,
 )
 from odradek.protocol.metadata import NoOpRecord
 from odradek.protocol.metadata_record import decode_metadata_record
@@ -299,6 +305,28 @@ class Node:
                 InitProducerIdRequest.API_KEY,
                 init_producer_id.VERSIONS,
                 lambda h, b: init_producer_id.handle_init_producer_id(s, producer_ids, h, b),
+            ),
+        ]
+        handlers += [
+            (
+                AlterPartitionReassignmentsRequest.API_KEY,
+                reassignments.ALTER_VERSIONS,
+                lambda h, b: reassignments.handle_alter_partition_reassignments(s, h, b),
+            ),
+            (
+                ListPartitionReassignmentsRequest.API_KEY,
+                reassignments.LIST_VERSIONS,
+                lambda h, b: reassignments.handle_list_partition_reassignments(s, h, b),
+            ),
+            (
+                UnregisterBrokerRequest.API_KEY,
+                reassignments.UNREGISTER_VERSIONS,
+                lambda h, b: reassignments.handle_unregister_broker(s, h, b),
+            ),
+            (
+                DescribeLogDirsRequest.API_KEY,
+                reassignments.DESCRIBE_LOG_DIRS_VERSIONS,
+                lambda h, b: reassignments.handle_describe_log_dirs(s, h, b),
             ),
         ]
         handlers += [
@@ -654,11 +682,17 @@ class Node:
             if self.quorum is not None and self.quorum.is_leader:
                 await self.controller.unclean_elections(self._unclean_election_enabled)
                 self.controller.check_offline()
+                await self.controller.complete_reassignments(self._min_insync_replicas)
             if server.auto_leader_rebalance_enable and now_ms() - last_rebalance >= interval_ms:
                 last_rebalance = now_ms()
                 await self.controller.rebalance_leaders(
                     server.leader_imbalance_per_broker_percentage
                 )
+
+    def _min_insync_replicas(self, topic: str, replication_factor: int) -> int:
+        """The topic's ``min.insync.replicas`` from the metadata log alone: the value the
+        leaders use too (:mod:`odradek.controller.elr`)."""
+        return min_insync_replicas(self.state.image.configs, topic, replication_factor)
 
     def _unclean_election_enabled(self, topic: str) -> bool:
         try:
@@ -688,7 +722,7 @@ class Node:
                     self.replication.fail_waiters(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 del self.state.partitions[key]
                 if key in self.log_dir.logs:
-                    self.log_dir.delete_log(*key)
+                    self._delete_log(key)
         now = now_ms()
         for key, (topic, p) in wanted.items():
             partition_log = self.log_dir.logs.get(key)
@@ -738,6 +772,29 @@ class Node:
             self.state.partitions[key] = partition
             if self.replication is not None:
                 self.replication.new_role(partition, p, high_watermark)
+
+    def _delete_log(self, key: tuple[str, int]) -> None:
+        """Delete the local copy of a partition this node no longer hosts (a deleted
+        topic, or a replica a reassignment moved away). Not while a flush runs on a
+        worker thread: it may hold the log's handles, so the deletion waits for it."""
+        assert self.log_dir is not None
+        if not self._io_lock.locked():
+            self.log_dir.delete_log(*key)
+            return
+        victim = self.log_dir.logs[key]
+        task = asyncio.create_task(self._delete_log_after_flush(key, victim))
+        self._connections.add(task)
+        task.add_done_callback(self._connections.discard)
+
+    async def _delete_log_after_flush(self, key: tuple[str, int], victim: PartitionLog) -> None:
+        async with self._io_lock:
+            # Hosted again meanwhile (a cancelled move): the copy is kept and reused.
+            if (
+                self.log_dir is not None
+                and self.log_dir.logs.get(key) is victim
+                and key not in self.state.partitions
+            ):
+                self.log_dir.delete_log(*key)
 
     # --- Idempotent producers -------------------------------------------------------
 
@@ -1141,7 +1198,13 @@ class Node:
             self._flush_wakeup.clear()
             # Let every request already read from the sockets append first.
             await asyncio.sleep(0)
-            await self._flush_in_thread()
+            try:
+                await self._flush_in_thread()
+            except Exception:
+                # Without the flusher no acks=all produce and no follower fetch ever
+                # completes again: say so loudly instead of hanging silently.
+                log.exception("the group-commit flusher failed")
+                raise
 
     def _flush_all(self) -> None:
         """Flush on this thread (at stop, when nothing else runs)."""

@@ -76,6 +76,11 @@ class RealFileHandle:
         return b"".join(parts)
 
     def fsync(self) -> None:
+        if self._fd == _CLOSED:
+            # Closed because its data is gone (a deleted partition, a segment removed by
+            # truncation) while a flush on a worker thread still held the handle: there
+            # is nothing left to make durable, and os.fsync(-1) would raise ValueError.
+            return
         os.fsync(self._fd)
 
     def truncate(self, size: int) -> None:

@@ -27,7 +27,7 @@ from odradek.broker.config import ServerConfig
 from odradek.broker.partition import LocalPartition, LogEpochs, registration_of
 from odradek.broker.state import BrokerState
 from odradek.controller.elr import min_insync_replicas
-from odradek.controller.image import PartitionImage
+from odradek.controller.image import CONFIG_RESOURCE_BROKER, PartitionImage
 from odradek.core.errors import LogOfflineError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import AlterPartitionRequest, FetchRequest
@@ -50,6 +50,7 @@ from odradek.replication.leader import (
     PartitionLeader,
     RegistrationAction,
 )
+from odradek.replication.throttle import FOLLOWER_REPLICATION_THROTTLED_RATE, ReplicationThrottle
 from odradek.shell.clock import now_ms
 from odradek.shell.peer_client import PeerConnection, PeerPool, PeerUnavailable
 
@@ -88,6 +89,8 @@ class ReplicationService:
         }
         self._isr_retry: dict[tuple[str, int], tuple[IsrProposal, int]] = {}
         self._isr_task: asyncio.Task[None] | None = None
+        # One budget for every fetcher: the throttle bounds this broker's catch-up total.
+        self.throttle = ReplicationThrottle(now_ms())
         state.replication_changed = self.replication_changed
 
     # ------------------------------------------------------------------ roles
@@ -245,8 +248,11 @@ class ReplicationService:
         while True:
             now = now_ms()
             fetches: dict[tuple[str, int], tuple[LocalPartition, FollowerFetch]] = {}
+            throttled = self._throttled_partitions(now)
             for partition in self._followed_from(leader_id):
                 assert partition.follower_state is not None
+                if partition.key in throttled and not self.throttle.allows(now):
+                    continue  # the catch-up budget is spent: the others go on alone
                 fetch = partition.follower_state.next_fetch(now)
                 if fetch is not None:
                     fetches[partition.key] = (partition, fetch)
@@ -257,7 +263,7 @@ class ReplicationService:
                     partition.follower_state.on_fetch_failed(fetch, now)
                 await asyncio.sleep(FETCHER_IDLE_S)
                 continue
-            request = self._fetch_request(fetches, wait_ms, max_bytes)
+            request = self._fetch_request(fetches, wait_ms, max_bytes, throttled)
             try:
                 response = await self._peer(address, "fetch").request(
                     request, FETCH_VERSION, (wait_ms + 30_000) / 1000
@@ -269,20 +275,47 @@ class ReplicationService:
                     partition.follower_state.on_fetch_failed(fetch, now_ms())
                 await asyncio.sleep(FETCHER_IDLE_S)
                 continue
+            charged = _records_bytes(response, fetches.keys() & throttled, self.state)
+            if charged:
+                self.throttle.charge(charged, now_ms())
             flush_offsets = self._apply_fetch(fetches, response)
             if flush_offsets:
                 # The next fetch reports these offsets to the leader, which counts them
                 # towards the high watermark: they must be durable here first.
                 await self.await_flush(flush_offsets)
 
+    def _throttled_partitions(self, now: int) -> set[tuple[str, int]]:
+        """The partitions this broker is being added to by a reassignment, when
+        ``follower.replication.throttled.rate`` is set (for this broker, or as the cluster
+        default); the rate is read from the image so that a change applies at once."""
+        configs = self.state.image.configs
+        raw = configs.get((CONFIG_RESOURCE_BROKER, str(self.node_id)), {}).get(
+            FOLLOWER_REPLICATION_THROTTLED_RATE
+        ) or configs.get((CONFIG_RESOURCE_BROKER, ""), {}).get(FOLLOWER_REPLICATION_THROTTLED_RATE)
+        try:
+            rate = int(raw) if raw is not None else self.server.follower_replication_throttled_rate
+        except ValueError:
+            rate = self.server.follower_replication_throttled_rate
+        self.throttle.set_rate(rate, now)
+        if not self.throttle.limited:
+            return set()
+        return {
+            (topic.name, index)
+            for topic in self.state.image.topics_by_name.values()
+            for index, p in topic.partitions.items()
+            if self.node_id in p.adding_replicas
+        }
+
     def _fetch_request(
         self,
         fetches: dict[tuple[str, int], tuple[LocalPartition, FollowerFetch]],
         wait_ms: int,
         max_bytes: int,
+        throttled: set[tuple[str, int]] | None = None,
     ) -> FetchRequest:
         topics: dict[Any, list[fq.FetchPartition]] = {}
         for partition, fetch in fetches.values():
+            limited = throttled is not None and partition.key in throttled
             topics.setdefault(partition.topic_id, []).append(
                 fq.FetchPartition(
                     partition=partition.index,
@@ -290,7 +323,9 @@ class ReplicationService:
                     fetch_offset=fetch.fetch_offset,
                     last_fetched_epoch=fetch.last_fetched_epoch,
                     log_start_offset=-1,
-                    partition_max_bytes=max_bytes,
+                    partition_max_bytes=(
+                        self.throttle.max_bytes(max_bytes) if limited else max_bytes
+                    ),
                 )
             )
         return FetchRequest(
@@ -503,6 +538,21 @@ class ReplicationService:
             await pool.close()
         for key in list(self._waiters):
             self.fail_waiters(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+def _records_bytes(response: Any, keys: set[tuple[str, int]], state: BrokerState) -> int:
+    """The record bytes a fetch response brought for the partitions ``keys``."""
+    if not keys:
+        return 0
+    total = 0
+    for topic in response.responses:
+        found = state.image.topics_by_id.get(topic.topic_id)
+        if found is None:
+            continue
+        for data in topic.partitions:
+            if (found.name, data.partition_index) in keys and data.records is not None:
+                total += len(data.records)
+    return total
 
 
 def _partition_answer(response: Any) -> AlterPartitionResponsePartition:
