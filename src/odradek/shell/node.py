@@ -512,6 +512,9 @@ class Node:
         ]
         # Clients only see a broker the controller has unfenced (registered, caught up).
         await self.lifecycle.unfenced.wait()
+        # The image may have caught up to the registration before its answer came.
+        self._sync_partitions()
+        self._load_offsets_partitions()
         log.info("node %d serving clients on %s:%d", settings.node_id, cfg.listen_host, self.port)
 
     async def stop(self) -> None:
@@ -707,9 +710,25 @@ class Node:
             return False
         return value is True
 
+    def _caught_up_to_registration(self) -> bool:
+        """Whether the image holds this incarnation's registration (Kafka's broker
+        initial catch-up). Before it, the image may still name this broker leader in an
+        epoch its previous process led: the controller ends that epoch in the batch
+        that registers this process, so acting on the older image could lead one epoch
+        from two different logs."""
+        lifecycle = self.lifecycle
+        return (
+            lifecycle is not None
+            and lifecycle.broker_epoch >= 0
+            and self.state.image.offset >= lifecycle.broker_epoch
+        )
+
     def _sync_partitions(self) -> None:
-        """Host exactly the partitions the image assigns to this node."""
+        """Host exactly the partitions the image assigns to this node, once the image
+        holds this process's registration (nothing before)."""
         assert self.log_dir is not None
+        if not self._caught_up_to_registration():
+            return
         me = self.config.settings.node_id
         wanted: dict[tuple[str, int], Any] = {}
         for topic in self.state.image.topics_by_name.values():
