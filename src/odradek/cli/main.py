@@ -18,6 +18,7 @@ from odradek.cli.dev_cluster import run_dev_cluster
 from odradek.cli.quarantine import quarantine
 from odradek.cli.quorum import quorum
 from odradek.cli.recover_quorum import recover_quorum
+from odradek.cli.verify import verify
 from odradek.core.errors import ConfigError, CorruptLogError
 from odradek.core.kafka_uuid import from_kafka_str, to_kafka_str
 from odradek.shell.boot import node_config
@@ -249,3 +250,4 @@ main.add_command(quorum)
 main.add_command(cluster)
 main.add_command(quarantine)
 main.add_command(recover_quorum)
+main.add_command(verify)
