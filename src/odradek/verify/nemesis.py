@@ -134,8 +134,8 @@ def schedule(
     last_start = max(duration_s - SETTLE_S, WARMUP_S + 1)
     choices = SCENARIOS[scenario].choices
     while t < last_start:
-        length = rng.uniform(3.0, 8.0)
-        fault = getattr(maker, rng.choice(choices))(len(faults), t, t + length)
+        end = min(t + rng.uniform(3.0, 8.0), duration_s - 1.0)
+        fault = getattr(maker, rng.choice(choices))(len(faults), t, end)
         faults.append(fault)
         t = fault.end + rng.uniform(2.0, 5.0)
     return faults

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import traceback
 from pathlib import Path
 from types import FrameType
 
@@ -118,9 +119,10 @@ def verify(
         except KeyboardInterrupt:
             click.echo("verify: interrupted; nodes stopped", err=True)
             sys.exit(130)
-        except (RuntimeError, OSError) as e:
+        except Exception as e:
             # The run could not be made (a node did not start, a topic was not created):
             # status 2, never 1, which means a safety anomaly.
+            traceback.print_exc()
             click.echo(f"verify: the run failed: {e}", err=True)
             sys.exit(2)
     missing = netns.missing_requirements()
