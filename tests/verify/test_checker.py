@@ -171,3 +171,17 @@ def test_the_ruleset_drops_exactly_the_cut_links_and_heals_to_nothing() -> None:
     state.heal(1)
     assert " drop" not in state.ruleset()
     assert state.ruleset() == ruleset(())
+
+
+def test_a_duplicate_from_non_idempotent_writers_is_reported_but_no_anomaly() -> None:
+    # The client resent "a" (no answer to its first send) and the second copy was acked.
+    ops = sends(("a", 0, 1), ("b", 0, 2))
+    read = final({0: [(0, "a"), (1, "a"), (2, "b")]})
+    config = Op(0.0, "writer-0", INFO, "config", value={"idempotent": False})
+    verdict = judge([config, *ops, read], 0.0, 2.0)
+    assert verdict.duplicated == ("a",) and verdict.valid
+    assert verdict.to_json()["duplicated"] == 1
+    strict = judge(
+        [Op(0.0, "writer-0", INFO, "config", value={"idempotent": True}), *ops, read], 0.0, 2.0
+    )
+    assert not strict.valid

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from odradek.cli.verify import netns
 from odradek.cli.verify.netns import missing_requirements
 
 pytestmark = pytest.mark.skipif(
@@ -69,3 +72,27 @@ def test_every_scenario_with_the_defaults_finds_nothing(tmp_path: Path, scenario
     status, result = verify(tmp_path, "--scenario", scenario, "--time", "90", "--seed", "1")
     assert result["valid"] is True and result["conclusive"] is True, result
     assert status == 0
+
+
+def test_ctrl_c_removes_the_namespace_and_every_node(tmp_path: Path) -> None:
+    report = tmp_path / "report"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "odradek", "verify", "--scenario", "kill-leaders",
+         "--time", "120", "--report", str(report)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    namespace = f"odradek-verify-{run.pid}"
+    deadline = time.monotonic() + 120
+    started = report / "nodes" / "node-1" / "stdout.txt"
+    while time.monotonic() < deadline and run.poll() is None:
+        if started.exists() and b"bootstrap.servers=" in started.read_bytes():
+            break
+        time.sleep(0.5)
+    assert namespace in netns.names()
+    os.killpg(run.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+    assert run.wait(120) != 0
+    assert namespace not in netns.names()
+    leftovers = subprocess.run(
+        ["pgrep", "-f", str(report)], capture_output=True, text=True, check=False
+    ).stdout.split()
+    assert leftovers == []

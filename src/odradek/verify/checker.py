@@ -52,13 +52,18 @@ class Verdict:
     """Records in the final read, every partition."""
     final_read_complete: bool
     """The final read reached every partition's end; without it, nothing can be judged."""
+    idempotent: bool = True
+    """The writers were idempotent producers. Without idempotence a client may send a
+    value twice on its own (librdkafka resends a request that got no answer when the
+    leader moves), so a duplicate is then the client's at-least-once, not an anomaly of
+    the cluster, and is reported apart."""
 
     @property
     def anomalies(self) -> dict[str, tuple[Any, ...]]:
         """Every safety anomaly by name, with all its examples."""
         return {
             "lost": self.lost,
-            "duplicated": self.duplicated,
+            "duplicated": self.duplicated if self.idempotent else (),
             "inconsistent_offsets": self.inconsistent_offsets,
             "unexpected": self.unexpected,
             "nonmonotonic": self.nonmonotonic,
@@ -82,6 +87,7 @@ class Verdict:
 
     def to_json(self) -> dict[str, Any]:
         counts: dict[str, Any] = {name: len(found) for name, found in self.anomalies.items()}
+        counts["duplicated"] = len(self.duplicated)
         return {
             "valid": self.valid,
             "conclusive": self.conclusive,
@@ -92,12 +98,17 @@ class Verdict:
             "unseen": len(self.unseen),
             "final_read": self.final_read,
             "final_read_complete": self.final_read_complete,
+            "idempotent_producers": self.idempotent,
             "produce_failed": self.availability.failed,
             "produce_failed_share": self.availability.failed_share,
             "longest_unavailable_s": round(self.availability.longest_gap_s, 3),
             "examples": {
                 name: [list(e) if isinstance(e, tuple) else e for e in found[:EXAMPLES]]
-                for name, found in {**self.anomalies, "unseen": self.unseen}.items()
+                for name, found in {
+                    **self.anomalies,
+                    "duplicated": self.duplicated,
+                    "unseen": self.unseen,
+                }.items()
                 if found
             },
         }
@@ -111,8 +122,11 @@ def judge(ops: Iterable[Op], start_s: float, end_s: float) -> Verdict:
     final: dict[int, list[tuple[int, str]]] | None = None
     attempts = failed = 0
     acknowledged_at: list[float] = []
+    idempotent = True
     for op in ops:
-        if op.f == "send":
+        if op.f == "config" and isinstance(op.value, dict):
+            idempotent = idempotent and bool(op.value.get("idempotent", True))
+        elif op.f == "send":
             value = str(op.value)
             assert op.partition is not None, op
             history = histories.setdefault(op.partition, ProduceHistory())
@@ -166,4 +180,5 @@ def judge(ops: Iterable[Op], start_s: float, end_s: float) -> Verdict:
         availability=availability(attempts, failed, acknowledged_at, start_s, end_s),
         final_read=sum(len(pairs) for pairs in read.values()),
         final_read_complete=final is not None,
+        idempotent=idempotent,
     )

@@ -11,6 +11,7 @@ Functions (``f``):
 * ``poll``: ``ok`` carries the ``records`` a group consumer received, ``[partition,
   offset, value]`` each, and the consumer's assignment ``generation``;
 * ``read``: the final read; ``ok`` carries every partition's ``[offset, value]`` pairs;
+* ``config``: a writer's settings that the judge needs (``{"idempotent": bool}``);
 * anything else is a fault of the nemesis, described by ``value``.
 """
 

@@ -59,7 +59,11 @@ def summary_table(verdict: Verdict, scenario: str, seed: int, unsafe: bool) -> s
         ("produce attempts", str(verdict.attempted)),
         ("acknowledged", str(verdict.acknowledged)),
         ("lost", f"{len(verdict.lost)} ({verdict.lost_share:.2%} of acknowledged)"),
-        ("duplicated", str(len(verdict.duplicated))),
+        (
+            "duplicated",
+            str(len(verdict.duplicated))
+            + ("" if verdict.idempotent else " (non-idempotent writers: not an anomaly)"),
+        ),
         ("inconsistent offsets", str(len(verdict.inconsistent_offsets))),
         ("unexpected", str(len(verdict.unexpected))),
         ("non-monotonic polls", str(len(verdict.nonmonotonic))),

@@ -43,10 +43,10 @@ __all__ = ["verify"]
 @click.option("--nodes", default=3, show_default=True, help="Brokers.")
 @click.option(
     "--controllers",
-    default=3,
-    show_default=True,
+    type=int,
+    default=None,
     help="Controller-only nodes holding the quorum; 0: the brokers are combined nodes "
-    "and hold it themselves.",
+    "and hold it themselves. [default: 3 for seed-000, which needs them; else 0]",
 )
 @click.option(
     "--unsafe",
@@ -68,7 +68,7 @@ def verify(
     seed: int,
     time_s: float,
     nodes: int,
-    controllers: int,
+    controllers: int | None,
     unsafe: bool,
     json_path: str | None,
     report_dir: str | None,
@@ -89,6 +89,10 @@ def verify(
     scenario_def = SCENARIOS[scenario]
     if nodes < 1:
         raise click.UsageError("--nodes must be 1 or more")
+    if controllers is None:
+        # Combined nodes let the writers be idempotent producers (see docs/verify.md), so
+        # a duplicate is the cluster's doing, never a client's retry.
+        controllers = 3 if scenario_def.needs_separate_controllers else 0
     if scenario_def.needs_separate_controllers and controllers == 0:
         raise click.UsageError(
             f"{scenario} cuts a leader from its followers but not from the controller "
@@ -136,6 +140,7 @@ def verify(
 
 def _outer(argv: list[str]) -> int:
     """Create the namespace, run the inner process in it, always remove it."""
+    netns.remove_stale()
     name = f"{netns.NAMESPACE_PREFIX}{os.getpid()}"
     netns.create(name)
     atexit.register(netns.remove, name)

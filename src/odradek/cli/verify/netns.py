@@ -65,11 +65,30 @@ def remove(name: str) -> None:
     subprocess.run(["ip", "netns", "delete", name], capture_output=True, check=False, timeout=30)
 
 
-def exists(name: str) -> bool:
+def names() -> list[str]:
     result = subprocess.run(
         ["ip", "netns", "list"], capture_output=True, text=True, check=False, timeout=30
     )
-    return any(line.split()[0] == name for line in result.stdout.splitlines() if line.strip())
+    return [line.split()[0] for line in result.stdout.splitlines() if line.strip()]
+
+
+def remove_stale() -> None:
+    """Remove the namespaces of earlier runs whose process is gone (killed by SIGKILL,
+    which no cleanup survives), with whatever still runs in them."""
+    for name in names():
+        pid = name.removeprefix(NAMESPACE_PREFIX)
+        if name.startswith(NAMESPACE_PREFIX) and pid.isdigit() and not _alive(int(pid)):
+            remove(name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class PacketFilter:

@@ -229,49 +229,53 @@ class Nemesis:
         raise ValueError(f"unknown target {target!r}")
 
     def _start(self, fault: n.Fault) -> None:
-        node_id = None if fault.kind == n.SPLIT else self._resolve(fault.target)
-        if fault.kind != n.SPLIT and node_id is None:
-            self._note(f"skipped {fault.describe()}: target not found")
-            self.recorder.add(NEMESIS, FAIL, fault.kind, value=fault.describe(), error="no target")
-            return
-        if node_id is not None:
-            self.resolved[fault.index] = node_id
-        text = fault.describe() + ("" if node_id is None else f" -> node {node_id}")
         address = {x.node_id: x.address for x in self.topology.nodes}
-        others = [a for i, a in address.items() if i != node_id]
-        error = None
-        if fault.kind == n.ISOLATE_FROM_FOLLOWERS:
-            brokers = [b.address for b in self.topology.brokers if b.node_id != node_id]
-            self.network.drops[fault.index] = between([address[node_id or 0]], brokers)
-        elif fault.kind == n.ISOLATE:
-            peers = [*others, CLIENT_ADDRESS]
-            self.network.drops[fault.index] = between([address[node_id or 0]], peers)
-        elif fault.kind == n.SPLIT:
+        if fault.kind == n.SPLIT:
             side = [address[i] for i in fault.group]
             rest = [a for i, a in address.items() if i not in fault.group]
             self.network.drops[fault.index] = between(side, rest)
+            self._started(fault, 0, fault.describe())
+            return
+        node_id = self._resolve(fault.target)
+        if node_id is None or node_id not in address:
+            self._note(f"skipped {fault.describe()}: target not found")
+            self.recorder.add(NEMESIS, FAIL, fault.kind, value=fault.describe(), error="no target")
+            return
+        self.resolved[fault.index] = node_id
+        text = f"{fault.describe()} -> node {node_id}"
+        own = address[node_id]
+        others = [a for i, a in address.items() if i != node_id]
+        if fault.kind == n.ISOLATE_FROM_FOLLOWERS:
+            brokers = [b.address for b in self.topology.brokers if b.node_id != node_id]
+            self.network.drops[fault.index] = between([own], brokers)
+        elif fault.kind == n.ISOLATE:
+            self.network.drops[fault.index] = between([own], [*others, CLIENT_ADDRESS])
         elif fault.kind == n.ONE_WAY:
-            self.network.drops[fault.index] = one_way(address[node_id or 0], others)
+            self.network.drops[fault.index] = one_way(own, others)
         elif fault.kind == n.LOSS:
             peer = self._resolve(fault.peer)
-            link = between([address[node_id or 0]], [address[peer or 0]])
-            self.network.losses[fault.index] = (link, fault.percent)
+            if peer is None or peer not in address:
+                self.recorder.add(NEMESIS, FAIL, fault.kind, value=text, error="no peer")
+                return
+            self.network.losses[fault.index] = (between([own], [address[peer]]), fault.percent)
         elif fault.kind == n.KILL:
-            self.nodes.procs[node_id or 0].kill()
+            self.nodes.procs[node_id].kill()
         elif fault.kind == n.PAUSE:
-            self.nodes.procs[node_id or 0].pause()
+            self.nodes.procs[node_id].pause()
         elif fault.kind == n.REMOVE_VOTER:
-            error = self.nodes.remove_voter(node_id or 0)
-            if error is None:
-                self.removed_voters.add(node_id or 0)
+            error = self.nodes.remove_voter(node_id)
+            if error is not None:
+                self._note(f"{text}: {error}")
+                self.recorder.add(NEMESIS, FAIL, fault.kind, value=text, error=error)
+                return
+            self.removed_voters.add(node_id)
+        self._started(fault, node_id, text)
+
+    def _started(self, fault: n.Fault, node_id: int, text: str) -> None:
         self.packets.apply(self.network.ruleset())
-        if error is not None:
-            self._note(f"{text}: {error}")
-            self.recorder.add(NEMESIS, FAIL, fault.kind, value=text, error=error)
-            return
         self._note(f"{self.recorder.now():.1f}s start {text}")
         self.recorder.add(NEMESIS, INVOKE, fault.kind, value=text)
-        self.active[fault.index] = (fault, node_id or 0, text)
+        self.active[fault.index] = (fault, node_id, text)
 
     def _end(self, fault: n.Fault) -> None:
         _, node_id, text = self.active.pop(fault.index)

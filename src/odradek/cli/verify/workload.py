@@ -167,6 +167,7 @@ class Writer(threading.Thread):
         return delivered
 
     def run(self) -> None:
+        self.recorder.add(self.process, INFO, "config", value={"idempotent": self.idempotent})
         next_send = time.monotonic()
         while not self.stopping.is_set():
             now = time.monotonic()
