@@ -185,3 +185,14 @@ def test_a_duplicate_from_non_idempotent_writers_is_reported_but_no_anomaly() ->
         [Op(0.0, "writer-0", INFO, "config", value={"idempotent": True}), *ops, read], 0.0, 2.0
     )
     assert not strict.valid
+
+
+def test_an_acknowledgement_without_an_offset_must_still_be_read() -> None:
+    # librdkafka acknowledges an idempotent batch implicitly, with no offset, when its
+    # own answer was lost and a later batch was acknowledged.
+    ops = [
+        Op(0.0, "writer-0", INVOKE, "send", partition=0, value="a"),
+        Op(0.1, "writer-0", OK, "send", partition=0, value="a"),
+    ]
+    assert judge([*ops, final({0: [(5, "a")]})], 0.0, 1.0).valid
+    assert judge([*ops, final({0: [(5, "b")]})], 0.0, 1.0).lost == ("a",)

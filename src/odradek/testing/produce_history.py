@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 
 __all__ = [
+    "UNKNOWN_OFFSET",
     "Availability",
     "CheckResult",
     "Poll",
@@ -37,6 +38,13 @@ __all__ = [
     "check",
     "check_polls",
 ]
+
+
+UNKNOWN_OFFSET = -1
+"""The offset of a produce acknowledged without one: librdkafka acknowledges an
+idempotent producer's batch implicitly when a later batch of the same producer is
+acknowledged and the batch's own answer was lost. It must be in the final read all the
+same; only its offset cannot be compared."""
 
 
 @dataclass(slots=True)
@@ -101,7 +109,7 @@ def check(history: ProduceHistory, final_read: Iterable[tuple[int, str]]) -> Che
     inconsistent = sorted(
         (v, at, offsets[v][0])
         for v, at in history.acknowledged.items()
-        if v in offsets and at not in offsets[v]
+        if v in offsets and at != UNKNOWN_OFFSET and at not in offsets[v]
     )
     return CheckResult(
         acknowledged=len(history.acknowledged),

@@ -118,8 +118,10 @@ def run_inside(opts: RunOptions) -> int:
         for proc in nodes.procs.values():
             shutil.rmtree(proc.dir / "data", ignore_errors=True)
     ops = recorder.snapshot()
+    # The history first: if judging it fails, it is what shows why.
+    (opts.report_dir / "history.jsonl").write_text(dumps(ops))
     verdict = judge(ops, n.WARMUP_S, produce_end)
-    _write_report(opts, ops_text=dumps(ops), verdict=verdict, faults=faults, recorder=recorder)
+    _write_report(opts, verdict=verdict, faults=faults, recorder=recorder)
     click.echo(summary_table(verdict, opts.scenario, opts.seed, opts.unsafe))
     click.echo(f"  report in {opts.report_dir}")
     return 0 if verdict.valid else 1
@@ -140,10 +142,9 @@ def _wait_recovered(
 
 
 def _write_report(
-    opts: RunOptions, ops_text: str, verdict: Verdict, faults: list[n.Fault], recorder: Recorder
+    opts: RunOptions, verdict: Verdict, faults: list[n.Fault], recorder: Recorder
 ) -> None:
     out = opts.report_dir
-    (out / "history.jsonl").write_text(ops_text)
     (out / "anomalies.txt").write_text(anomalies_text(verdict, faults))
     result = {
         "scenario": opts.scenario,
