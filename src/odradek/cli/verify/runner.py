@@ -113,6 +113,10 @@ def run_inside(opts: RunOptions) -> int:
         say("final read")
         final_read(topology.bootstrap_servers, opts.partitions, recorder, FINAL_READ_TIMEOUT_S)
     finally:
+        # A second Ctrl-C (or the outer process's SIGTERM after the terminal's SIGINT)
+        # must not cut the cleanup short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         nodes.kill_all()
         packets.remove()
         for proc in nodes.procs.values():
