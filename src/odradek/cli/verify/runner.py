@@ -64,7 +64,8 @@ def say(text: str) -> None:
 
 
 def run_inside(opts: RunOptions) -> int:
-    """The run; its exit status: 0 valid, 1 a safety anomaly, 2 the run itself failed."""
+    """The run; its exit status: 0 valid, 1 a safety anomaly, 2 the run proved nothing
+    (no final read, or nothing acknowledged)."""
     signal.signal(signal.SIGTERM, _interrupt)
     topology = Topology.plan(opts.brokers, opts.controllers)
     opts.report_dir.mkdir(parents=True, exist_ok=True)
@@ -128,7 +129,16 @@ def run_inside(opts: RunOptions) -> int:
     _write_report(opts, verdict=verdict, faults=faults, recorder=recorder)
     click.echo(summary_table(verdict, opts.scenario, opts.seed, opts.unsafe))
     click.echo(f"  report in {opts.report_dir}")
-    return 0 if verdict.valid else 1
+    if not verdict.final_read_complete:
+        # Without the final read every acknowledged value would look lost.
+        say("INCONCLUSIVE: the final read did not reach every partition's end")
+        return 2
+    if not verdict.valid:
+        return 1
+    if not verdict.conclusive:
+        say("INCONCLUSIVE: nothing was acknowledged, so nothing could be lost")
+        return 2
+    return 0
 
 
 def _wait_recovered(
