@@ -159,29 +159,17 @@ class NodeSet:
                     return leader
         return None
 
-    def voters(self) -> set[int] | None:
-        for node in self.topology.controllers:
-            proc = self.procs[node.node_id]
-            if not proc.running or proc.paused:
-                continue
-            result = odradek(
-                "quorum", "describe", "--bootstrap-controller", node.controller_endpoint, "--json",
-                timeout_s=15,
-            )  # fmt: skip
-            if result.returncode == 0:
-                described = json.loads(result.stdout)
-                return {int(v["id"]) for v in described.get("voters", [])}
-        return None
-
     def _via(self, avoid: int) -> str:
+        """A controller other than ``avoid`` to send a voter change to (it follows the
+        request to the leader)."""
         others = [n for n in self.topology.controllers if n.node_id != avoid]
-        return ",".join(n.controller_endpoint for n in others)
+        return others[0].controller_endpoint
 
     def remove_voter(self, node_id: int) -> str | None:
         """Remove ``node_id`` from the voters; None when done, else the error."""
         result = odradek(
             "quorum", "remove-controller", "--bootstrap-controller",
-            self._via(node_id).split(",")[0], "--controller-id", str(node_id),
+            self._via(node_id), "--controller-id", str(node_id),
             "--controller-directory-id", self.directory_ids[node_id],
         )  # fmt: skip
         return None if result.returncode == 0 else (result.stderr or result.stdout).strip()
@@ -189,6 +177,6 @@ class NodeSet:
     def add_voter(self, node_id: int) -> str | None:
         result = odradek(
             "quorum", "add-controller", "--bootstrap-controller",
-            self._via(node_id).split(",")[0], "--config", str(self.procs[node_id].config),
+            self._via(node_id), "--config", str(self.procs[node_id].config),
         )  # fmt: skip
         return None if result.returncode == 0 else (result.stderr or result.stdout).strip()

@@ -120,13 +120,16 @@ def run_inside(opts: RunOptions) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         nodes.kill_all()
         packets.remove()
-        for proc in nodes.procs.values():
-            shutil.rmtree(proc.dir / "data", ignore_errors=True)
     ops = recorder.snapshot()
     # The history first: if judging it fails, it is what shows why.
     (opts.report_dir / "history.jsonl").write_text(dumps(ops))
     verdict = judge(ops, n.WARMUP_S, produce_end)
     _write_report(opts, verdict=verdict, faults=faults, recorder=recorder)
+    if verdict.valid:
+        # The nodes' data is evidence only when something went wrong (their quarantines
+        # hold what a truncation removed); otherwise it is just disk space.
+        for proc in nodes.procs.values():
+            shutil.rmtree(proc.dir / "data", ignore_errors=True)
     click.echo(summary_table(verdict, opts.scenario, opts.seed, opts.unsafe))
     click.echo(f"  report in {opts.report_dir}")
     if not verdict.final_read_complete:
