@@ -9,7 +9,7 @@ from odradek.verify import nemesis
 from odradek.verify.checker import judge
 from odradek.verify.history import FAIL, INFO, INVOKE, OK, Op, dumps, loads
 from odradek.verify.netrules import NetworkState, between, one_way, ruleset
-from odradek.verify.report import completions, fault_windows
+from odradek.verify.report import anomalies_text, completions, fault_windows
 from odradek.verify.topology import REPLICA_LAG_TIME_MAX_MS, Topology
 
 
@@ -196,3 +196,13 @@ def test_an_acknowledgement_without_an_offset_must_still_be_read() -> None:
     ]
     assert judge([*ops, final({0: [(5, "a")]})], 0.0, 1.0).valid
     assert judge([*ops, final({0: [(5, "b")]})], 0.0, 1.0).lost == ("a",)
+
+
+def test_the_anomaly_report_names_every_example_and_the_faults_carried_out() -> None:
+    ops = sends(("a", 0, 0), ("b", 0, 1))
+    verdict = judge([*ops, final({0: [(0, "a")]})], 0.0, 2.0)
+    faults = nemesis.schedule("seed-000", 0, 30.0, Topology.plan(3, 3), 3)
+    text = anomalies_text(verdict, faults, [(4.0, 20.0, "#0 isolate leader:0 -> node 2")])
+    assert "# lost: 1" in text and "\nb\n" in text
+    assert "4.00 20.00 #0 isolate leader:0 -> node 2" in text
+    assert faults[0].describe() in text

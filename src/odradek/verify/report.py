@@ -83,9 +83,15 @@ def summary_table(verdict: Verdict, scenario: str, seed: int, unsafe: bool) -> s
     return "\n".join(f"  {k.ljust(width)}  {v}" for k, v in rows)
 
 
-def anomalies_text(verdict: Verdict, faults: Iterable[Fault]) -> str:
-    """Every anomaly with all its examples, and the faults of the run, for the report."""
-    lines = ["# Faults", *(f.describe() for f in faults), ""]
+def anomalies_text(
+    verdict: Verdict, faults: Iterable[Fault], carried_out: Iterable[tuple[float, float, str]]
+) -> str:
+    """Every anomaly with all its examples, and the faults of the run (as planned, and as
+    carried out with their targets and times), for the report."""
+    lines = ["# Faults planned", *(f.describe() for f in faults), ""]
+    lines += ["# Faults carried out (start s, end s, what)"]
+    lines += [f"{start:.2f} {end:.2f} {text}" for start, end, text in carried_out]
+    lines.append("")
     explain = {
         "lost": "acknowledged values missing from the final read",
         "duplicated": "values present more than once in the final read",

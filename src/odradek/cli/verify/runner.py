@@ -162,7 +162,8 @@ def _write_report(
     opts: RunOptions, verdict: Verdict, faults: list[n.Fault], recorder: Recorder
 ) -> None:
     out = opts.report_dir
-    (out / "anomalies.txt").write_text(anomalies_text(verdict, faults))
+    ops = recorder.snapshot()
+    (out / "anomalies.txt").write_text(anomalies_text(verdict, faults, fault_windows(ops)))
     result = {
         "scenario": opts.scenario,
         "seed": opts.seed,
@@ -177,7 +178,6 @@ def _write_report(
     (out / "summary.txt").write_text(
         summary_table(verdict, opts.scenario, opts.seed, opts.unsafe) + "\n"
     )
-    ops = recorder.snapshot()
     timeline(
         out / "timeline.png",
         completions(ops),
