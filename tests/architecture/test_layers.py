@@ -27,6 +27,7 @@ RANK = {
     "coordinator": 2,
     "broker": 3,
     "testing": 3.5,
+    "verify": 3.6,
     "shell": 4,
     "cli": 5,
 }

@@ -19,6 +19,7 @@ from odradek.cli.partitions import partitions
 from odradek.cli.quarantine import quarantine
 from odradek.cli.quorum import quorum
 from odradek.cli.recover_quorum import recover_quorum
+from odradek.cli.verify import verify
 from odradek.core.errors import ConfigError, CorruptLogError
 from odradek.core.kafka_uuid import from_kafka_str, to_kafka_str
 from odradek.shell.boot import node_config
@@ -251,3 +252,4 @@ main.add_command(cluster)
 main.add_command(quarantine)
 main.add_command(partitions)
 main.add_command(recover_quorum)
+main.add_command(verify)

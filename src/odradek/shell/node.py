@@ -107,7 +107,7 @@ from odradek.shell import controller_service
 from odradek.shell.broker_lifecycle import BrokerLifecycle
 from odradek.shell.clock import now_ms
 from odradek.shell.controller_service import ControllerService
-from odradek.shell.peer_client import PeerPool, PeerUnavailable
+from odradek.shell.peer_client import PeerPool, PeerUnavailable, bind_outgoing_connections
 from odradek.shell.quorum import NotController, QuorumConfig, QuorumDriver
 from odradek.shell.real_fs import RealFileSystem
 from odradek.shell.replication import ReplicationService
@@ -1337,6 +1337,9 @@ class Node:
 
 async def run_node(config: NodeConfig, ready: asyncio.Event | None = None) -> None:
     """Run until SIGINT or SIGTERM, then stop cleanly."""
+    # Outgoing node-to-node connections leave from this node's own listener address.
+    own = config.listen_host if config.is_broker else config.controller_listen_host
+    bind_outgoing_connections(own or "")
     node = Node(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

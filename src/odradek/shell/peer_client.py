@@ -4,12 +4,18 @@ One TCP connection, pipelined: requests carry increasing correlation ids and a r
 task hands each response to the request that waits for it. A broken connection fails
 every waiting request with :class:`PeerUnavailable` and is reopened by the next request,
 so callers only retry; nothing here sleeps.
+
+A node binds its outgoing connections to its own listener address
+(:func:`bind_outgoing_connections`), so that a packet filter can tell its traffic from
+another node's when several share one host (``odradek verify`` cuts links between
+nodes on 127.0.0.x with nft rules on source and destination address).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import struct
 from typing import Any
@@ -22,6 +28,23 @@ log = logging.getLogger("odradek.peer")
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+
+
+# The local address of every PeerConnection opened in this process from now on; None
+# lets the kernel choose. Set once at node start, before any connection is opened.
+_outgoing_host: str | None = None
+
+
+def bind_outgoing_connections(host: str) -> None:
+    """Open this process's node-to-node connections from ``host`` when it is one
+    specific IP address (a wildcard or a host name leaves the choice to the kernel)."""
+    global _outgoing_host
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return
+    if not address.is_unspecified:
+        _outgoing_host = str(address)
 
 
 class PeerUnavailable(ConnectionError):
@@ -87,8 +110,11 @@ class PeerConnection:
             if self._writer is not None and not self._writer.is_closing():
                 return self._writer
             try:
+                local = None if _outgoing_host is None else (_outgoing_host, 0)
                 async with asyncio.timeout(self.connect_timeout_s):
-                    reader, writer = await asyncio.open_connection(self.host, self.port)
+                    reader, writer = await asyncio.open_connection(
+                        self.host, self.port, local_addr=local
+                    )
             except (OSError, TimeoutError) as e:
                 raise PeerUnavailable(f"{self.host}:{self.port}: {e}", _refused(e)) from None
             self._writer = writer

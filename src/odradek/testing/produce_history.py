@@ -13,8 +13,11 @@ Kafka workload), so the numbers can be compared with what real runs report:
 A failed or indeterminate produce (an error, a timeout, a crash before the answer) may
 or may not be in the final read: both are allowed, as with any at-least-once client.
 
-Pure and independent of how the history was made, so that a run on real processes
-(a future ``odradek verify``) can use the same judge.
+What group consumers received is judged by :func:`check_polls` (unseen, non-monotonic
+and skipping polls, aborted reads) and availability by :func:`availability`.
+
+Pure and independent of how the history was made, so that the simulator and a run on
+real processes (``odradek verify``) use the same judge.
 """
 
 from __future__ import annotations
@@ -22,8 +25,26 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 
-__all__ = ["CheckResult", "ProduceHistory", "check"]
+__all__ = [
+    "UNKNOWN_OFFSET",
+    "Availability",
+    "CheckResult",
+    "Poll",
+    "PollCheck",
+    "ProduceHistory",
+    "availability",
+    "check",
+    "check_polls",
+]
+
+
+UNKNOWN_OFFSET = -1
+"""The offset of a produce acknowledged without one: librdkafka acknowledges an
+idempotent producer's batch implicitly when a later batch of the same producer is
+acknowledged and the batch's own answer was lost. It must be in the final read all the
+same; only its offset cannot be compared."""
 
 
 @dataclass(slots=True)
@@ -88,7 +109,7 @@ def check(history: ProduceHistory, final_read: Iterable[tuple[int, str]]) -> Che
     inconsistent = sorted(
         (v, at, offsets[v][0])
         for v, at in history.acknowledged.items()
-        if v in offsets and at not in offsets[v]
+        if v in offsets and at != UNKNOWN_OFFSET and at not in offsets[v]
     )
     return CheckResult(
         acknowledged=len(history.acknowledged),
@@ -97,3 +118,95 @@ def check(history: ProduceHistory, final_read: Iterable[tuple[int, str]]) -> Che
         inconsistent_offsets=tuple(inconsistent),
         unexpected=tuple(sorted(v for v in counts if v not in history.attempted)),
     )
+
+
+# -- what consumers saw, and availability (used by ``odradek verify``)
+
+
+@dataclass(frozen=True, slots=True)
+class Poll:
+    """One record a group consumer received. ``generation`` counts that consumer's
+    assignments: offsets are compared only within one assignment, since a consumer
+    that is given a partition again starts over from the committed offset."""
+
+    consumer: str
+    generation: int
+    partition: int
+    offset: int
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class PollCheck:
+    unseen: tuple[str, ...]
+    """Acknowledged, but never received by a group consumer (consumers may simply lag
+    at the end of a run, so this is reported, not an anomaly by itself)."""
+    nonmonotonic: tuple[tuple[str, int, int, int], ...]
+    """``(consumer, partition, previous offset, offset)``: an offset at or below the one
+    received before it in the same assignment."""
+    skipped: tuple[tuple[str, int, int, int], ...]
+    """``(consumer, partition, previous offset, offset)``: a jump over offsets that the
+    final read holds, within one assignment."""
+    aborted_reads: tuple[str, ...]
+    """Values a consumer received that the final read does not hold: a read of data
+    that was later undone (uncommitted, or truncated away)."""
+
+
+def check_polls(
+    acknowledged: Iterable[str],
+    polls: Iterable[Poll],
+    final_read: dict[int, list[tuple[int, str]]],
+) -> PollCheck:
+    """Judge what group consumers received against the final read of every partition."""
+    final_offsets = {p: {offset for offset, _ in read} for p, read in final_read.items()}
+    final_values = {value for read in final_read.values() for _, value in read}
+    seen: set[str] = set()
+    last: dict[tuple[str, int, int], int] = {}
+    nonmonotonic: list[tuple[str, int, int, int]] = []
+    skipped: list[tuple[str, int, int, int]] = []
+    aborted: list[str] = []
+    for poll in polls:
+        seen.add(poll.value)
+        if poll.value not in final_values:
+            aborted.append(poll.value)
+        key = (poll.consumer, poll.generation, poll.partition)
+        previous = last.get(key)
+        last[key] = poll.offset
+        if previous is None:
+            continue
+        if poll.offset <= previous:
+            nonmonotonic.append((poll.consumer, poll.partition, previous, poll.offset))
+        elif any(
+            o in final_offsets.get(poll.partition, ()) for o in range(previous + 1, poll.offset)
+        ):
+            skipped.append((poll.consumer, poll.partition, previous, poll.offset))
+    return PollCheck(
+        unseen=tuple(sorted(v for v in acknowledged if v not in seen)),
+        nonmonotonic=tuple(nonmonotonic),
+        skipped=tuple(skipped),
+        aborted_reads=tuple(sorted(set(aborted))),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Availability:
+    attempts: int
+    failed: int
+    """Attempts answered with an error or with no answer in time (fail and info)."""
+    longest_gap_s: float
+    """The longest window, within the run, in which no produce was acknowledged."""
+    gap_start_s: float
+
+    @property
+    def failed_share(self) -> float:
+        return self.failed / self.attempts if self.attempts else 0.0
+
+
+def availability(
+    attempts: int, failed: int, acknowledged_at: Iterable[float], start_s: float, end_s: float
+) -> Availability:
+    """Availability of produce over ``[start_s, end_s]`` from the times of the
+    acknowledgements."""
+    times = [start_s, *sorted(t for t in acknowledged_at if start_s <= t <= end_s), end_s]
+    gap, at = max(((b - a, a) for a, b in pairwise(times)), default=(0.0, 0.0))
+    return Availability(attempts, failed, gap, at)

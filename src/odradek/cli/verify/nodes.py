@@ -1,0 +1,182 @@
+"""The node processes of a verify run: format, start, kill, pause, restart, stop.
+
+Each node is an ``odradek server --config`` process in its own process group (a Ctrl-C
+reaches only the runner, which then stops everything itself), its stderr in
+``node-N/node.log`` of the report folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import IO
+
+from odradek.broker.config import ServerConfig
+from odradek.core.kafka_uuid import to_kafka_str
+from odradek.shell.format import format_node
+from odradek.shell.real_fs import RealFileSystem
+from odradek.verify.topology import Node, Topology
+
+START_TIMEOUT_S = 90.0
+CLUSTER_ID_PREFIX = "verify"
+
+
+def odradek(*args: str, timeout_s: float = 30.0) -> subprocess.CompletedProcess[str]:
+    """An ``odradek`` subcommand, as an operator would run it."""
+    return subprocess.run(
+        [sys.executable, "-m", "odradek", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+
+
+class NodeProcess:
+    def __init__(self, node: Node, directory: Path) -> None:
+        self.node = node
+        self.dir = directory
+        self.config = directory / "server.properties"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.paused = False
+        self._out: IO[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> None:
+        self.stop_files()
+        self._out = open(self.dir / "stdout.txt", "wb")  # noqa: SIM115 - closed in stop_files
+        self._log = open(self.dir / "node.log", "ab")  # noqa: SIM115
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "odradek", "server", "--config", str(self.config)],
+            stdin=subprocess.DEVNULL,
+            stdout=self._out,
+            stderr=self._log,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            process_group=0,
+        )
+        self.paused = False
+
+    def serving(self) -> bool:
+        """A broker prints ``bootstrap.servers=`` once it serves; a controller nothing."""
+        if not self.node.is_broker:
+            return self.running
+        try:
+            return b"bootstrap.servers=" in (self.dir / "stdout.txt").read_bytes()
+        except OSError:
+            return False
+
+    def signal(self, signum: int) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signum)
+
+    def kill(self) -> None:
+        self.signal(signal.SIGKILL)
+        if self.process is not None:
+            self.process.wait(30)
+        self.paused = False
+
+    def pause(self) -> None:
+        self.signal(signal.SIGSTOP)
+        self.paused = True
+
+    def resume(self) -> None:
+        self.signal(signal.SIGCONT)
+        self.paused = False
+
+    def stop_files(self) -> None:
+        for f in (self._out, self._log):
+            if f is not None:
+                f.close()
+        self._out = self._log = None
+
+
+class NodeSet:
+    """Every node of the run, formatted in ``root`` (one folder per node)."""
+
+    def __init__(self, topology: Topology, root: Path, unsafe: bool) -> None:
+        self.topology = topology
+        self.procs = {n.node_id: NodeProcess(n, root / n.name) for n in topology.nodes}
+        self.directory_ids = {n.node_id: to_kafka_str(uuid.uuid4()) for n in topology.controllers}
+        cluster_id = to_kafka_str(uuid.uuid4())
+        fs = RealFileSystem()
+        initial = topology.initial_controllers(self.directory_ids)
+        for proc in self.procs.values():
+            proc.dir.mkdir(parents=True, exist_ok=True)
+            text = topology.server_properties(proc.node, str(proc.dir / "data"), unsafe)
+            proc.config.write_text(text)
+            config = ServerConfig.load(text)
+            format_node(
+                fs, config, cluster_id, now_ms=int(time.time() * 1000),
+                initial_controllers=initial if proc.node.is_controller else None,
+            )  # fmt: skip
+
+    def start_all(self) -> None:
+        for proc in self.procs.values():
+            proc.start()
+        self.wait_serving(list(self.procs))
+
+    def wait_serving(self, node_ids: list[int], timeout_s: float = START_TIMEOUT_S) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for node_id in node_ids:
+                proc = self.procs[node_id]
+                if proc.process is not None and proc.process.poll() is not None:
+                    tail = (proc.dir / "node.log").read_text(errors="replace")[-2000:]
+                    raise RuntimeError(f"{proc.node.name} exited at start:\n{tail}")
+            if all(self.procs[i].serving() for i in node_ids):
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"nodes {node_ids} did not serve within {timeout_s:.0f} s")
+
+    def kill_all(self) -> None:
+        for proc in self.procs.values():
+            proc.kill()
+            proc.stop_files()
+
+    def controller_leader(self) -> int | None:
+        """The active controller, asked of any controller that answers."""
+        for node in self.topology.controllers:
+            proc = self.procs[node.node_id]
+            if not proc.running or proc.paused:
+                continue
+            result = odradek(
+                "quorum", "describe", "--bootstrap-controller", node.controller_endpoint, "--json",
+                timeout_s=15,
+            )  # fmt: skip
+            if result.returncode == 0:
+                leader = json.loads(result.stdout).get("leader_id")
+                if isinstance(leader, int) and leader >= 0:
+                    return leader
+        return None
+
+    def _via(self, avoid: int) -> str:
+        """A controller other than ``avoid`` to send a voter change to (it follows the
+        request to the leader)."""
+        others = [n for n in self.topology.controllers if n.node_id != avoid]
+        return others[0].controller_endpoint
+
+    def remove_voter(self, node_id: int) -> str | None:
+        """Remove ``node_id`` from the voters; None when done, else the error."""
+        result = odradek(
+            "quorum", "remove-controller", "--bootstrap-controller",
+            self._via(node_id), "--controller-id", str(node_id),
+            "--controller-directory-id", self.directory_ids[node_id],
+        )  # fmt: skip
+        return None if result.returncode == 0 else (result.stderr or result.stdout).strip()
+
+    def add_voter(self, node_id: int) -> str | None:
+        result = odradek(
+            "quorum", "add-controller", "--bootstrap-controller",
+            self._via(node_id), "--config", str(self.procs[node_id].config),
+        )  # fmt: skip
+        return None if result.returncode == 0 else (result.stderr or result.stdout).strip()

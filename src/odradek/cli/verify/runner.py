@@ -1,0 +1,343 @@
+"""One verify run, inside the run's network namespace: start the nodes, run the
+workload, carry out the nemesis schedule, heal, wait for recovery, read everything,
+judge, and write the report. Every node is killed and the packet filter removed on the
+way out, whatever happened."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+import click
+
+from odradek.cli.verify.netns import PacketFilter
+from odradek.cli.verify.nodes import NodeSet
+from odradek.cli.verify.plot import timeline
+from odradek.cli.verify.workload import (
+    GroupConsumer,
+    Recorder,
+    Writer,
+    admin_client,
+    create_topic,
+    final_read,
+    leaders,
+)
+from odradek.verify import nemesis as n
+from odradek.verify.checker import Verdict, judge
+from odradek.verify.history import FAIL, INFO, INVOKE, NEMESIS, OK, dumps
+from odradek.verify.netrules import NetworkState, between, one_way
+from odradek.verify.report import anomalies_text, completions, fault_windows, summary_table
+from odradek.verify.topology import CLIENT_ADDRESS, Topology
+
+RECOVERY_TIMEOUT_S = 60.0
+FINAL_READ_TIMEOUT_S = 60.0
+ADD_VOTER_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    scenario: str
+    seed: int
+    time_s: float
+    brokers: int
+    controllers: int
+    unsafe: bool
+    report_dir: Path
+    json_path: Path | None
+    partitions: int = 3
+    writers: int = 3
+    consumers: int = 2
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def say(text: str) -> None:
+    click.echo(f"verify: {text}", err=True)
+
+
+def run_inside(opts: RunOptions) -> int:
+    """The run; its exit status: 0 valid, 1 a safety anomaly, 2 the run proved nothing
+    (no final read, or nothing acknowledged)."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    topology = Topology.plan(opts.brokers, opts.controllers)
+    opts.report_dir.mkdir(parents=True, exist_ok=True)
+    nodes = NodeSet(topology, opts.report_dir / "nodes", opts.unsafe)
+    packets = PacketFilter()
+    packets.heal()
+    faults = n.schedule(
+        opts.scenario, opts.seed, n.fault_phase_s(opts.scenario, opts.time_s), topology,
+        opts.partitions,
+    )  # fmt: skip
+    for fault in faults:
+        say(f"planned {fault.describe()}")
+    recorder: Recorder | None = None
+    try:
+        say(f"starting {len(topology.nodes)} nodes in {opts.report_dir / 'nodes'}")
+        nodes.start_all()
+        create_topic(topology.bootstrap_servers, opts.partitions, min(3, opts.brokers), 60)
+        recorder = Recorder()
+        # InitProducerId fails while the controllers are separate nodes (the request is
+        # forwarded to the active controller, which is no registered broker and answers
+        # COORDINATOR_LOAD_IN_PROGRESS forever), so idempotence is on in combined mode only.
+        idempotent = topology.combined
+        writers = [
+            Writer(i, topology.bootstrap_servers, opts.partitions, recorder, idempotent)
+            for i in range(opts.writers)
+        ]
+        consumers = [
+            GroupConsumer(i, topology.bootstrap_servers, recorder) for i in range(opts.consumers)
+        ]
+        for thread in [*writers, *consumers]:
+            thread.start()
+        nemesis = Nemesis(topology, nodes, packets, recorder, opts.partitions)
+        nemesis.run(faults, n.fault_phase_s(opts.scenario, opts.time_s))
+        healed_at = nemesis.heal_all()
+        say(f"healed at {healed_at:.1f} s; waiting for every partition to take writes again")
+        _wait_recovered(writers, opts.partitions, healed_at, recorder)
+        produce_end = recorder.now()
+        for thread in writers:
+            thread.stopping.set()
+        for thread in writers:
+            thread.join(30)
+        for thread in consumers:
+            thread.stopping.set()
+        for thread in consumers:
+            thread.join(30)
+        say("final read")
+        final_read(topology.bootstrap_servers, opts.partitions, recorder, FINAL_READ_TIMEOUT_S)
+    finally:
+        # A second Ctrl-C (or the outer process's SIGTERM after the terminal's SIGINT)
+        # must not cut the cleanup short.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        nodes.kill_all()
+        packets.remove()
+    ops = recorder.snapshot()
+    # The history first: if judging it fails, it is what shows why.
+    (opts.report_dir / "history.jsonl").write_text(dumps(ops))
+    verdict = judge(ops, n.WARMUP_S, produce_end)
+    _write_report(opts, verdict=verdict, faults=faults, recorder=recorder)
+    if verdict.valid:
+        # The nodes' data is evidence only when something went wrong (their quarantines
+        # hold what a truncation removed); otherwise it is just disk space.
+        for proc in nodes.procs.values():
+            shutil.rmtree(proc.dir / "data", ignore_errors=True)
+    click.echo(summary_table(verdict, opts.scenario, opts.seed, opts.unsafe))
+    click.echo(f"  report in {opts.report_dir}")
+    if not verdict.final_read_complete:
+        # Without the final read every acknowledged value would look lost.
+        say("INCONCLUSIVE: the final read did not reach every partition's end")
+        return 2
+    if not verdict.valid:
+        return 1
+    if not verdict.conclusive:
+        say("INCONCLUSIVE: nothing was acknowledged, so nothing could be lost")
+        return 2
+    return 0
+
+
+def _wait_recovered(
+    writers: list[Writer], partitions: int, healed_at: float, recorder: Recorder
+) -> None:
+    """Until every partition acknowledged a write after the heal (or the timeout)."""
+    deadline = time.monotonic() + RECOVERY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        latest = {p: max((w.last_ok.get(p, -1.0) for w in writers), default=-1.0)
+                  for p in range(partitions)}  # fmt: skip
+        if all(t > healed_at + 1.0 for t in latest.values()):
+            break
+        time.sleep(0.2)
+    time.sleep(2.0)  # a little load on the recovered cluster before the writers stop
+
+
+def _write_report(
+    opts: RunOptions, verdict: Verdict, faults: list[n.Fault], recorder: Recorder
+) -> None:
+    out = opts.report_dir
+    ops = recorder.snapshot()
+    (out / "anomalies.txt").write_text(anomalies_text(verdict, faults, fault_windows(ops)))
+    result = {
+        "scenario": opts.scenario,
+        "seed": opts.seed,
+        "unsafe": opts.unsafe,
+        "brokers": opts.brokers,
+        "controllers": opts.controllers,
+        **verdict.to_json(),
+    }
+    (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
+    if opts.json_path is not None:
+        opts.json_path.write_text(json.dumps(result, indent=2) + "\n")
+    (out / "summary.txt").write_text(
+        summary_table(verdict, opts.scenario, opts.seed, opts.unsafe) + "\n"
+    )
+    timeline(
+        out / "timeline.png",
+        completions(ops),
+        fault_windows(ops),
+        max((op.time for op in ops), default=1.0),
+        f"odradek verify --scenario {opts.scenario} --seed {opts.seed}"
+        + (" --unsafe" if opts.unsafe else "")
+        + f": {'valid' if verdict.valid else 'INVALID'}",
+    )
+
+
+class Nemesis:
+    """Carries out a schedule: resolves each fault's target when it starts, injects it,
+    and undoes it at its end."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        nodes: NodeSet,
+        packets: PacketFilter,
+        recorder: Recorder,
+        partitions: int,
+    ) -> None:
+        self.topology = topology
+        self.nodes = nodes
+        self.packets = packets
+        self.recorder = recorder
+        self.partitions = partitions
+        self.admin = admin_client(topology.bootstrap_servers)
+        self.network = NetworkState()
+        self.resolved: dict[int, int] = {}
+        self.active: dict[int, tuple[n.Fault, int, str]] = {}
+        self.removed_voters: set[int] = set()
+        self._lock = threading.Lock()
+
+    def _note(self, text: str) -> None:
+        say(text)
+
+    def run(self, faults: list[n.Fault], phase_s: float) -> None:
+        events = sorted(
+            [(f.start, 1, f) for f in faults] + [(f.end, 0, f) for f in faults],
+            key=lambda e: (e[0], e[1], e[2].index),
+        )
+        for at, starting, fault in events:
+            self._sleep_until(at)
+            if starting:
+                self._start(fault)
+            elif fault.index in self.active:
+                self._end(fault)
+        self._sleep_until(phase_s)
+
+    def _sleep_until(self, at: float) -> None:
+        delay = at - self.recorder.now()
+        if delay > 0:
+            time.sleep(delay)
+
+    def _resolve(self, target: str) -> int | None:
+        kind, _, arg = target.partition(":")
+        if kind == "node":
+            return int(arg)
+        if kind == "same":
+            return self.resolved.get(int(arg))
+        if kind == "leader":
+            return leaders(self.admin, self.partitions).get(int(arg))
+        if kind == "controller-leader":
+            return self.nodes.controller_leader()
+        raise ValueError(f"unknown target {target!r}")
+
+    def _start(self, fault: n.Fault) -> None:
+        address = {x.node_id: x.address for x in self.topology.nodes}
+        if fault.kind == n.SPLIT:
+            side = [address[i] for i in fault.group]
+            rest = [a for i, a in address.items() if i not in fault.group]
+            self.network.drops[fault.index] = between(side, rest)
+            self._started(fault, 0, fault.describe())
+            return
+        node_id = self._resolve(fault.target)
+        if node_id is None or node_id not in address:
+            self._note(f"skipped {fault.describe()}: target not found")
+            self.recorder.add(NEMESIS, FAIL, fault.kind, value=fault.describe(), error="no target")
+            return
+        self.resolved[fault.index] = node_id
+        text = f"{fault.describe()} -> node {node_id}"
+        own = address[node_id]
+        others = [a for i, a in address.items() if i != node_id]
+        if fault.kind == n.ISOLATE_FROM_FOLLOWERS:
+            brokers = [b.address for b in self.topology.brokers if b.node_id != node_id]
+            self.network.drops[fault.index] = between([own], brokers)
+        elif fault.kind == n.ISOLATE:
+            self.network.drops[fault.index] = between([own], [*others, CLIENT_ADDRESS])
+        elif fault.kind == n.ONE_WAY:
+            self.network.drops[fault.index] = one_way(own, others)
+        elif fault.kind == n.LOSS:
+            peer = self._resolve(fault.peer)
+            if peer is None or peer not in address:
+                self.recorder.add(NEMESIS, FAIL, fault.kind, value=text, error="no peer")
+                return
+            self.network.losses[fault.index] = (between([own], [address[peer]]), fault.percent)
+        elif fault.kind == n.KILL:
+            self.nodes.procs[node_id].kill()
+        elif fault.kind == n.PAUSE:
+            self.nodes.procs[node_id].pause()
+        elif fault.kind == n.REMOVE_VOTER:
+            error = self.nodes.remove_voter(node_id)
+            if error is not None:
+                self._note(f"{text}: {error}")
+                self.recorder.add(NEMESIS, FAIL, fault.kind, value=text, error=error)
+                return
+            self.removed_voters.add(node_id)
+        self._started(fault, node_id, text)
+
+    def _started(self, fault: n.Fault, node_id: int, text: str) -> None:
+        self.packets.apply(self.network.ruleset())
+        self._note(f"{self.recorder.now():.1f}s start {text}")
+        self.recorder.add(NEMESIS, INVOKE, fault.kind, value=text)
+        self.active[fault.index] = (fault, node_id, text)
+
+    def _end(self, fault: n.Fault) -> None:
+        _, node_id, text = self.active.pop(fault.index)
+        self.network.heal(fault.index)
+        self.packets.apply(self.network.ruleset())
+        proc = self.nodes.procs.get(node_id)
+        if fault.kind == n.KILL and proc is not None:
+            proc.start()
+        elif fault.kind == n.PAUSE and proc is not None:
+            proc.resume()
+        elif fault.kind == n.REMOVE_VOTER:
+            self._add_back(node_id)
+        self._note(f"{self.recorder.now():.1f}s end {text}")
+        self.recorder.add(NEMESIS, OK, fault.kind, value=text)
+
+    def _add_back(self, node_id: int) -> None:
+        deadline = time.monotonic() + ADD_VOTER_TIMEOUT_S
+        error: str | None = "not tried"
+        while time.monotonic() < deadline:
+            error = self.nodes.add_voter(node_id)
+            if error is None:
+                self.removed_voters.discard(node_id)
+                return
+            time.sleep(1.0)
+        self._note(f"could not add controller {node_id} back: {error}")
+        self.recorder.add(NEMESIS, INFO, "add-voter", value=node_id, error=error)
+
+    def heal_all(self) -> float:
+        """End every fault still active, heal the network, resume and restart every node,
+        and add back every removed voter; the time of the heal."""
+        for index in sorted(self.active):
+            self._end(self.active[index][0])
+        self.network = NetworkState()
+        self.packets.heal()
+        restarted = []
+        for proc in self.nodes.procs.values():
+            if proc.paused:
+                proc.resume()
+            if not proc.running:
+                proc.start()
+                restarted.append(proc.node.node_id)
+        for node_id in sorted(self.removed_voters):
+            self._add_back(node_id)
+        healed = self.recorder.now()
+        self.recorder.add(NEMESIS, INFO, "heal", value="every fault healed")
+        self.nodes.wait_serving(list(self.nodes.procs))
+        return healed

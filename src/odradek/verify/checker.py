@@ -1,0 +1,184 @@
+"""The verdict on a verify run's history, with Jepsen's definitions.
+
+Safety anomalies (any one makes the run invalid): **lost** (acknowledged, not in the
+final read), **duplicated** (in the final read twice), **inconsistent offsets**
+(acknowledged at one offset, read at another), **unexpected** (read, never sent),
+**non-monotonic** and **skipping** polls (a group consumer going back, or jumping over
+records, within one assignment), **aborted reads** (a consumer received a value that
+the final read does not hold). Reported beside them: **unseen** (acknowledged, never
+received by a group consumer) and availability (the share of produce attempts that
+failed or got no answer, the longest window with no acknowledged produce).
+
+The per-partition judge is :mod:`odradek.testing.produce_history`, the same one the
+replication simulator uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from odradek.testing.produce_history import (
+    UNKNOWN_OFFSET,
+    Availability,
+    Poll,
+    ProduceHistory,
+    availability,
+    check,
+    check_polls,
+)
+from odradek.verify.history import FAIL, INFO, INVOKE, OK, Op
+
+__all__ = ["Verdict", "judge"]
+
+EXAMPLES = 10
+"""How many examples of each anomaly the summary keeps (the report holds them all)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    attempted: int
+    acknowledged: int
+    lost: tuple[str, ...]
+    duplicated: tuple[str, ...]
+    inconsistent_offsets: tuple[tuple[str, int, int], ...]
+    unexpected: tuple[str, ...]
+    unseen: tuple[str, ...]
+    nonmonotonic: tuple[tuple[str, int, int, int], ...]
+    skipped: tuple[tuple[str, int, int, int], ...]
+    aborted_reads: tuple[str, ...]
+    availability: Availability
+    final_read: int
+    """Records in the final read, every partition."""
+    final_read_complete: bool
+    """The final read reached every partition's end; without it, nothing can be judged."""
+    idempotent: bool = True
+    """The writers were idempotent producers. Without idempotence a client may send a
+    value twice on its own (librdkafka resends a request that got no answer when the
+    leader moves), so a duplicate is then the client's at-least-once, not an anomaly of
+    the cluster, and is reported apart."""
+
+    @property
+    def anomalies(self) -> dict[str, tuple[Any, ...]]:
+        """Every safety anomaly by name, with all its examples."""
+        return {
+            "lost": self.lost,
+            "duplicated": self.duplicated if self.idempotent else (),
+            "inconsistent_offsets": self.inconsistent_offsets,
+            "unexpected": self.unexpected,
+            "nonmonotonic": self.nonmonotonic,
+            "skipped": self.skipped,
+            "aborted_reads": self.aborted_reads,
+        }
+
+    @property
+    def valid(self) -> bool:
+        return self.final_read_complete and not any(self.anomalies.values())
+
+    @property
+    def conclusive(self) -> bool:
+        """Something was acknowledged and read back: a run that acknowledged nothing
+        cannot lose anything, and proves nothing either."""
+        return self.final_read_complete and self.acknowledged > 0
+
+    @property
+    def lost_share(self) -> float:
+        return len(self.lost) / self.acknowledged if self.acknowledged else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        counts: dict[str, Any] = {name: len(found) for name, found in self.anomalies.items()}
+        counts["duplicated"] = len(self.duplicated)
+        return {
+            "valid": self.valid,
+            "conclusive": self.conclusive,
+            "attempted": self.attempted,
+            "acknowledged": self.acknowledged,
+            **counts,
+            "lost_share": self.lost_share,
+            "unseen": len(self.unseen),
+            "final_read": self.final_read,
+            "final_read_complete": self.final_read_complete,
+            "idempotent_producers": self.idempotent,
+            "produce_failed": self.availability.failed,
+            "produce_failed_share": self.availability.failed_share,
+            "longest_unavailable_s": round(self.availability.longest_gap_s, 3),
+            "examples": {
+                name: [list(e) if isinstance(e, tuple) else e for e in found[:EXAMPLES]]
+                for name, found in {
+                    **self.anomalies,
+                    "duplicated": self.duplicated,
+                    "unseen": self.unseen,
+                }.items()
+                if found
+            },
+        }
+
+
+def judge(ops: Iterable[Op], start_s: float, end_s: float) -> Verdict:
+    """Judge a history; ``[start_s, end_s]`` is the span availability is measured over
+    (the workload's produce phase)."""
+    histories: dict[int, ProduceHistory] = {}
+    polls: list[Poll] = []
+    final: dict[int, list[tuple[int, str]]] | None = None
+    attempts = failed = 0
+    acknowledged_at: list[float] = []
+    idempotent = True
+    for op in ops:
+        if op.f == "config" and isinstance(op.value, dict):
+            idempotent = idempotent and bool(op.value.get("idempotent", True))
+        elif op.f == "send":
+            value = str(op.value)
+            assert op.partition is not None, op
+            history = histories.setdefault(op.partition, ProduceHistory())
+            if op.type == INVOKE:
+                history.invoke(value)
+                attempts += 1
+            elif op.type == OK:
+                history.ok(value, UNKNOWN_OFFSET if op.offset is None else op.offset)
+                acknowledged_at.append(op.time)
+            elif op.type in (FAIL, INFO):
+                # Both may be in the log: a failed append can be committed later.
+                history.fail(value)
+                failed += 1
+        elif op.f == "poll" and op.type == OK:
+            assert op.records is not None and op.generation is not None, op
+            polls += [
+                Poll(op.process, op.generation, int(p), int(o), str(v)) for p, o, v in op.records
+            ]
+        elif op.f == "read" and op.type == OK:
+            final = {int(p): [(int(o), str(v)) for o, v in read] for p, read in op.value.items()}
+    read = final or {}
+    lost: list[str] = []
+    duplicated: list[str] = []
+    inconsistent: list[tuple[str, int, int]] = []
+    unexpected: list[str] = []
+    for partition, history in sorted(histories.items()):
+        result = check(history, read.get(partition, []))
+        lost += result.lost
+        duplicated += result.duplicated
+        inconsistent += result.inconsistent_offsets
+        unexpected += result.unexpected
+    # A value read from a partition it was not sent to is unexpected there too.
+    sent = {v for h in histories.values() for v in h.attempted}
+    unexpected += sorted(
+        v for p, pairs in read.items() if p not in histories for _, v in pairs if v not in sent
+    )
+    acked = [v for h in histories.values() for v in h.acknowledged]
+    seen = check_polls(acked, polls, read)
+    return Verdict(
+        attempted=attempts,
+        acknowledged=len(acked),
+        lost=tuple(lost),
+        duplicated=tuple(duplicated),
+        inconsistent_offsets=tuple(inconsistent),
+        unexpected=tuple(unexpected),
+        unseen=seen.unseen,
+        nonmonotonic=seen.nonmonotonic,
+        skipped=seen.skipped,
+        aborted_reads=seen.aborted_reads,
+        availability=availability(attempts, failed, acknowledged_at, start_s, end_s),
+        final_read=sum(len(pairs) for pairs in read.values()),
+        final_read_complete=final is not None,
+        idempotent=idempotent,
+    )

@@ -1,0 +1,98 @@
+"""``odradek verify`` on real processes: the seed-000 scenario loses acknowledged writes
+with the unsafe settings and none with the defaults; a short mixed run finds nothing.
+
+These need root, ``ip`` and ``nft`` (a network namespace and packet-filter rules) and
+are skipped, with that reason, elsewhere. Longer runs of every scenario run with
+``ODRADEK_VERIFY_LONG=1`` (see docs/verify.md for the results recorded there).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from odradek.cli.verify import netns
+from odradek.cli.verify.netns import missing_requirements
+
+pytestmark = pytest.mark.skipif(
+    bool(missing_requirements()), reason="; ".join(missing_requirements()) or "ok"
+)
+LONG = os.environ.get("ODRADEK_VERIFY_LONG") == "1"
+
+
+def verify(tmp_path: Path, *args: str) -> tuple[int, dict[str, object]]:
+    result_file = tmp_path / "result.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "odradek", "verify", *args, "--json", str(result_file),
+         "--report", str(tmp_path / "report")],
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert result_file.exists(), f"no verdict:\n{run.stdout}\n{run.stderr[-4000:]}"
+    result: dict[str, object] = json.loads(result_file.read_text())
+    for name in ("history.jsonl", "anomalies.txt", "timeline.png", "summary.txt"):
+        assert (tmp_path / "report" / name).stat().st_size > 0, name
+    return run.returncode, result
+
+
+def test_seed_000_unsafe_loses_acknowledged_writes(tmp_path: Path) -> None:
+    status, result = verify(tmp_path, "--scenario", "seed-000", "--unsafe", "--time", "22")
+    assert isinstance(result["acknowledged"], int) and result["acknowledged"] > 0
+    assert isinstance(result["lost"], int) and result["lost"] > 0, result
+    assert result["valid"] is False
+    assert status == 1
+
+
+def test_seed_000_with_the_defaults_loses_nothing(tmp_path: Path) -> None:
+    status, result = verify(tmp_path, "--scenario", "seed-000", "--time", "22")
+    assert isinstance(result["acknowledged"], int) and result["acknowledged"] > 0
+    assert result["lost"] == 0 and result["valid"] is True, result
+    assert status == 0
+
+
+def test_a_short_mixed_run_finds_nothing(tmp_path: Path) -> None:
+    status, result = verify(tmp_path, "--scenario", "mixed", "--time", "25", "--seed", "3")
+    assert result["valid"] is True and result["conclusive"] is True, result
+    assert status == 0
+
+
+@pytest.mark.skipif(not LONG, reason="long runs: set ODRADEK_VERIFY_LONG=1")
+@pytest.mark.parametrize(
+    "scenario",
+    ["kill-leaders", "partition-random", "pause-random", "controller-loss", "membership", "mixed"],
+)
+@pytest.mark.timeout(900)
+def test_every_scenario_with_the_defaults_finds_nothing(tmp_path: Path, scenario: str) -> None:
+    status, result = verify(tmp_path, "--scenario", scenario, "--time", "90", "--seed", "1")
+    assert result["valid"] is True and result["conclusive"] is True, result
+    assert status == 0
+
+
+def test_ctrl_c_removes_the_namespace_and_every_node(tmp_path: Path) -> None:
+    report = tmp_path / "report"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "odradek", "verify", "--scenario", "kill-leaders",
+         "--time", "120", "--report", str(report)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    namespace = f"odradek-verify-{run.pid}"
+    deadline = time.monotonic() + 120
+    started = report / "nodes" / "node-1" / "stdout.txt"
+    while time.monotonic() < deadline and run.poll() is None:
+        if started.exists() and b"bootstrap.servers=" in started.read_bytes():
+            break
+        time.sleep(0.5)
+    assert namespace in netns.names()
+    os.killpg(run.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
+    assert run.wait(120) != 0
+    assert namespace not in netns.names()
+    leftovers = subprocess.run(
+        ["pgrep", "-f", str(report)], capture_output=True, text=True, check=False
+    ).stdout.split()
+    assert leftovers == []
