@@ -42,6 +42,7 @@ from odradek.controller.image import (
     PartitionImage,
     TopicImage,
 )
+from odradek.controller.partition_change import partition_change
 from odradek.core.invariant import invariant
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
@@ -184,19 +185,16 @@ def leader_and_isr_updates(
                 target_isr = [leader]
         if forget_broker:
             elr = [replica for replica in elr if replica != broker_to_remove]
-        record = PartitionChangeRecord(partition_id=partition_id, topic_id=topic.topic_id)
-        changed = False
-        if leader != partition.leader:
-            # The merge bumps the leader epoch because the record carries a leader.
-            record.leader = leader
-            changed = True
-        if target_isr != partition.isr:
-            record.isr = target_isr
-            changed = True
-        if elr != partition.eligible_leader_replicas:
-            record.eligible_leader_replicas = elr
-            changed = True
-        if changed:
+        record = partition_change(
+            partition,
+            topic.topic_id,
+            partition_id,
+            min_isr=min_isr,
+            isr=target_isr,
+            leader=leader,
+            elr=elr,
+        )
+        if record is not None:
             records.append(record)
     return records
 

@@ -48,7 +48,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from odradek.controller.brokers import is_active
+from odradek.controller.elr import min_insync_replicas as topic_min_isr
 from odradek.controller.image import NO_LEADER, MetadataImage, PartitionImage
+from odradek.controller.partition_change import partition_change
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.metadata import PartitionChangeRecord, UnregisterBrokerRecord
 
@@ -163,24 +165,19 @@ def _change(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,
             f"No in-sync replica of {replicas} can lead now (in-sync: {isr}).",
         )
-    record = PartitionChangeRecord(partition_id=index, topic_id=topic_id)
-    changed = False
-    if replicas != partition.replicas:
-        record.replicas = replicas
-        changed = True
-    if isr != partition.isr:
-        record.isr = isr
-        changed = True
-    if adding != partition.adding_replicas:
-        record.adding_replicas = adding
-        changed = True
-    if removing != partition.removing_replicas:
-        record.removing_replicas = removing
-        changed = True
-    if leader != partition.leader:
-        record.leader = leader
-        changed = True
-    return (record if changed else None), ErrorCode.NONE, None
+    min_isr = topic_min_isr(image.configs, image.topics_by_id[topic_id].name, len(original))
+    record = partition_change(
+        partition,
+        topic_id,
+        index,
+        min_isr=min_isr,
+        replicas=replicas,
+        isr=isr,
+        leader=leader,
+        adding=adding,
+        removing=removing,
+    )
+    return record, ErrorCode.NONE, None
 
 
 def alter_reassignments(
@@ -269,18 +266,17 @@ def completion(
     leader = _elect(image, partition, target, isr)
     if leader == NO_LEADER and partition.leader != NO_LEADER:
         return None
-    record = PartitionChangeRecord(
-        partition_id=index,
-        topic_id=topic_id,
+    return partition_change(
+        partition,
+        topic_id,
+        index,
+        min_isr=min_insync_replicas,
         replicas=target,
-        adding_replicas=[],
-        removing_replicas=[],
+        isr=isr,
+        leader=leader,
+        adding=[],
+        removing=[],
     )
-    if isr != partition.isr:
-        record.isr = isr
-    if leader != partition.leader:
-        record.leader = leader
-    return record
 
 
 def complete_reassignments(
