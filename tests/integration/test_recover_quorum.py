@@ -13,17 +13,17 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.cluster import CLUSTER_ID, Cluster, ClusterNode, odradek
+from tests.integration.workload import Writer
 
 SETTINGS = (
     "broker.session.timeout.ms=3000\n"
@@ -66,40 +66,6 @@ def describe(node: ClusterNode) -> dict[str, Any] | None:
     return info
 
 
-class Writer(threading.Thread):
-    """Produces numbered values with acks=all, a few hundred a second, and records
-    which were acknowledged."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.topic = topic
-        self.producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": "all",
-                # Not idempotent: InitProducerId on a broker-only node is answered
-                # COORDINATOR_LOAD_IN_PROGRESS for now; acks=all is what is under test.
-                "enable.idempotence": False,
-                "linger.ms": 5,
-                "message.timeout.ms": 120_000,
-            }
-        )
-        self.acknowledged: list[int] = []
-        self.stopping = threading.Event()
-
-    def delivered(self, err: Any, msg: Any) -> None:
-        if err is None:
-            self.acknowledged.append(int(msg.value()))
-
-    def run(self) -> None:
-        value = 0
-        while not self.stopping.is_set():
-            self.producer.produce(self.topic, str(value).encode(), callback=self.delivered)
-            value += 1
-            self.producer.poll(0.005)
-        self.producer.flush(60)
-
-
 def read_all(bootstrap: str, topic: str, expected: int) -> list[int]:
     consumer = Consumer(
         {
@@ -137,7 +103,16 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 def test_lose_two_of_three_controllers_and_recover(cluster: Cluster, tmp_path: Path) -> None:
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic("orders", 2, 2)])["orders"].result(30)
-    writer = Writer(cluster.bootstrap, "orders")
+    # Not idempotent: a stalled quorum cannot hand out producer ids, and an idempotent
+    # producer may need a new one after timeouts; acks=all is what is under test.
+    writer = Writer(
+        cluster.bootstrap,
+        "orders",
+        idempotent=False,
+        linger_ms=5,
+        message_timeout_ms=120_000,
+        pause_s=0.005,
+    )
     writer.start()
     wait_for("acknowledged writes", lambda: len(writer.acknowledged) > 100)
 

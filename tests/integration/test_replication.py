@@ -8,7 +8,6 @@ exactly once, in the order it was acknowledged.
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +18,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.integration.cluster import Cluster, ClusterNode
+from tests.integration.workload import Writer
 
 FAST_FAILOVER = (
     "broker.session.timeout.ms=2000\n"
@@ -42,40 +42,6 @@ def partition_leader(bootstrap: str, topic: str) -> int:
     meta: Any = admin.list_topics(topic=topic, timeout=10).topics[topic]
     leader: int = meta.partitions[0].leader
     return leader
-
-
-class Writer(threading.Thread):
-    """Produces increasing values with acks=all and records what was acknowledged."""
-
-    def __init__(self, bootstrap: str, topic: str) -> None:
-        super().__init__(daemon=True)
-        self.topic = topic
-        self.producer = Producer(
-            {
-                "bootstrap.servers": bootstrap,
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 2,
-                "message.timeout.ms": 60_000,
-            }
-        )
-        self.acknowledged: list[int] = []
-        self.failed = 0
-        self.stopping = threading.Event()
-
-    def delivered(self, err: Any, msg: Any) -> None:
-        if err is None:
-            self.acknowledged.append(int(msg.value()))
-        else:
-            self.failed += 1
-
-    def run(self) -> None:
-        value = 0
-        while not self.stopping.is_set():
-            self.producer.produce(self.topic, str(value).encode(), callback=self.delivered)
-            value += 1
-            self.producer.poll(0.002)
-        self.producer.flush(90)
 
 
 def read_all(bootstrap: str, topic: str, expected: int) -> list[int]:
