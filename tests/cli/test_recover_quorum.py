@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from odradek.cli.main import main
+from odradek.cli.ports import free_port
 from odradek.protocol.record_batch import ControlType
 from odradek.raft.disk_log import DiskRaftLog, metadata_log_directory
 from odradek.raft.log import Entry
@@ -67,13 +68,6 @@ def test_survey_needs_something_to_survey() -> None:
 
 
 # --- plan, apply, audit -------------------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def recovery_node(

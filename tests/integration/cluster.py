@@ -9,24 +9,18 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import uuid
 from pathlib import Path
+from typing import ClassVar
 
+from odradek.cli.ports import free_port
 from odradek.core.kafka_uuid import to_kafka_str
 
 START_TIMEOUT_S = 60.0
 CLUSTER_ID = "q2R5VnVhRkqzh1m3qC8n1w"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def odradek(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -47,7 +41,11 @@ class ServerProcess:
     """One ``odradek server --config DIR/server.properties`` process, its log in
     ``DIR/node.log``. A broker prints ``bootstrap.servers=`` once it serves clients."""
 
+    # Every process of the running test, so that a failure can show their logs.
+    created: ClassVar[list[ServerProcess]] = []
+
     def __init__(self, directory: Path) -> None:
+        ServerProcess.created.append(self)
         self.dir = directory
         self.dir.mkdir(parents=True, exist_ok=True)
         self.config = self.dir / "server.properties"

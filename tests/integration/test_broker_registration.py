@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
+from odradek.cli.ports import free_port
 from tests.integration.cluster import CLUSTER_ID as CLUSTER
-from tests.integration.cluster import ServerProcess, free_port, odradek
+from tests.integration.cluster import ServerProcess, odradek
 
 
 class Server(ServerProcess):

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
+from odradek.cli.ports import free_port
 from odradek.core.kafka_uuid import to_kafka_str
 from tests.integration.cluster import CLUSTER_ID as CLUSTER
-from tests.integration.cluster import ServerProcess, free_port, odradek
+from tests.integration.cluster import ServerProcess, odradek
 
 WAIT_S = 30.0
 

@@ -22,7 +22,6 @@ import os
 import re
 import selectors
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -36,6 +35,7 @@ from typing import IO
 import click
 
 from odradek.broker.config import ServerConfig
+from odradek.cli.ports import free_port
 from odradek.core.errors import ConfigError, CorruptLogError
 from odradek.core.kafka_uuid import to_kafka_str
 from odradek.shell.format import format_node
@@ -103,14 +103,6 @@ class ClusterPlan:
         return ",".join(
             f"{n.node_id}@{n.controller_address}:{to_kafka_str(uuid.uuid4())}" for n in self.nodes
         )
-
-
-def free_port(host: str) -> int:
-    """A port nobody listens on now (it may be taken before we bind it; rare enough)."""
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def plan_cluster(
