@@ -24,7 +24,7 @@ from odradek.protocol.messages import (
     MetadataRequest,
     ProduceRequest,
 )
-from odradek.protocol.messages.create_topics_request import CreatableTopic
+from odradek.protocol.messages.create_topics_request import CreatableTopic, CreatableTopicConfig
 from odradek.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from odradek.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 from odradek.protocol.messages.metadata_request import MetadataRequestTopic
@@ -330,6 +330,13 @@ def test_create_topics_validation() -> None:
             CreatableTopic(name="bad/name", num_partitions=1, replication_factor=1),
             CreatableTopic(name="dup", num_partitions=1, replication_factor=1),
             CreatableTopic(name="dup", num_partitions=1, replication_factor=1),
+            # The record of unclean elections is the controller's to write.
+            CreatableTopic(
+                name="history",
+                num_partitions=1,
+                replication_factor=1,
+                configs=[CreatableTopicConfig(name="odradek.unclean.elections", value="[]")],
+            ),
         ],
         validate_only=True,
     )
@@ -342,6 +349,7 @@ def test_create_topics_validation() -> None:
         ("bad/name", ErrorCode.INVALID_TOPIC_EXCEPTION),
         ("dup", ErrorCode.INVALID_REQUEST),
         ("dup", ErrorCode.INVALID_REQUEST),
+        ("history", ErrorCode.INVALID_CONFIG),
     ]
     assert h.state.image.topics_by_name == {}  # validate_only created nothing
 

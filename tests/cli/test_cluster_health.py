@@ -26,6 +26,7 @@ from odradek.cli.cluster import (
 )
 from odradek.cli.main import main
 from odradek.controller.image import CONFIG_RESOURCE_TOPIC
+from odradek.controller.unclean_history import LossReport, UncleanElection, render_history
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import DescribeConfigsResponse, DescribeQuorumResponse
 from odradek.protocol.messages import describe_configs_response as dcr
@@ -35,6 +36,7 @@ from odradek.raft.wire import METADATA_PARTITION, METADATA_TOPIC
 from tests.integration.nodes import NodeProcess
 
 OK = QuorumHealth("ok", "leader 1")
+LOSS = LossReport("a", 0, 5, broker=1, high_watermark=128, truncated_to=120, log_end=130)
 
 
 def partition(
@@ -216,6 +218,10 @@ def test_describe_configs_response_to_safety() -> None:
                 configs=[
                     entry("min.insync.replicas", "2"),
                     entry("unclean.leader.election.enable", "true"),
+                    entry(
+                        "odradek.unclean.elections",
+                        render_history([UncleanElection(0, 3, 5, 1_000, False, (LOSS,))]),
+                    ),
                 ],
             ),
             dcr.DescribeConfigsResult(
@@ -236,7 +242,11 @@ def test_describe_configs_response_to_safety() -> None:
         ]
     )
     assert safety_from_configs(response) == {
-        "a": TopicSafety(min_insync_replicas=2, unclean_leader_election=True),
+        "a": TopicSafety(
+            min_insync_replicas=2,
+            unclean_leader_election=True,
+            unclean_elections=(UncleanElection(0, 3, 5, 1_000, False, (LOSS,)),),
+        ),
         "b": TopicSafety(min_insync_replicas=None, unclean_leader_election=False),
         "c": TopicSafety(problem="UNKNOWN_TOPIC_OR_PARTITION: gone"),
     }
@@ -308,22 +318,52 @@ def test_json_shape() -> None:
         }
     ]
     assert [p["partition"] for p in info["under_replicated_partitions"]] == [1]
-    assert info["unclean_elections"] is None
+    assert info["unclean_elections"] == []
     assert info["metadata_quorum"]["status"] == "stalled"
     assert len(info["warnings"]) == 2
     assert info["healthy"] is False
     json.dumps(info)  # serialisable as is
 
 
-def test_table_names_each_alarm_and_says_unclean_elections_are_not_tracked() -> None:
+def test_table_names_each_alarm() -> None:
     text = "\n".join(format_report(sick_report()))
     assert "offline partitions: 1" in text and "orders-0" in text
     assert "under min.insync.replicas: none" in text
     assert "under-replicated partitions: 1" in text and "orders-1" in text
-    assert "unclean elections: none recorded (not tracked yet)" in text
+    assert "unclean elections: none" in text
     assert "metadata quorum: stalled" in text
     assert "warnings: 2" in text
     assert text.endswith("ALARM")
+
+
+def test_an_unclean_election_is_an_alarm_with_its_loss_until_acknowledged() -> None:
+    parts = [partition("a", 0, 3, (1, 2, 3), (1, 2, 3))]
+    pending = UncleanElection(0, 3, 5, 1_764_547_200_000, True)
+    reported = UncleanElection(0, 3, 5, 1_764_547_200_000, True, (LOSS,))
+    for election, loss_text in (
+        (pending, "loss unknown until a replica of the old ISR returns"),
+        (
+            reported,
+            "10 records dropped, at least 8 of them acknowledged "
+            "(reported by broker 1; in their quarantine)",
+        ),
+    ):
+        report = evaluate(
+            parts, {"a": TopicSafety(min_insync_replicas=2, unclean_elections=(election,))}, OK
+        )
+        assert not report.healthy  # every replica is in sync: the election alone is the alarm
+        text = "\n".join(format_report(report))
+        assert "unclean elections: 1" in text
+        assert (
+            "a-0: broker 3 in epoch 5, 2025-12-01 00:00:00 UTC, by request (partitions recover)"
+            in text
+        )
+        assert loss_text in text
+        entry = report_as_dict(report)["unclean_elections"][0]
+        assert entry["estimated_lost_records"] == (None if election is pending else 10)
+        assert entry["acknowledged_lost_at_least"] == (None if election is pending else 8)
+    acknowledged = evaluate(parts, {"a": TopicSafety(min_insync_replicas=2)}, OK)
+    assert acknowledged.healthy
 
 
 def test_bad_address_is_a_usage_error() -> None:
@@ -387,7 +427,7 @@ def test_health_of_a_real_node_is_healthy(node: NodeProcess, tmp_path: Path) -> 
     assert info["offline_partitions"] == []
     assert info["under_min_isr_partitions"] == []
     assert info["under_replicated_partitions"] == []
-    assert info["unclean_elections"] is None
+    assert info["unclean_elections"] == []
     # Replication factor 1 with min.insync.replicas=1 is not unsafe: nothing to warn of.
     assert info["warnings"] == []
     # The broker answers DescribeQuorum with its view of the metadata quorum.

@@ -100,3 +100,29 @@ def test_recover_elects_the_named_replica_and_the_loss_lands_in_quarantine(
         )
 
     wait_until("the dropped records in quarantine", lambda: quarantined() == 10)
+
+    # The controller recorded the election, and the old leader's loss report reached it:
+    # the health check shows both, as an alarm, until the operator acknowledges them.
+    def unclean_elections() -> list[dict[str, Any]]:
+        result = odradek(
+            "cluster", "health", "--bootstrap-server", bootstrap, "--json", check=False
+        )  # fmt: skip
+        elections: list[dict[str, Any]] = json.loads(result.stdout)["unclean_elections"]
+        return elections
+
+    wait_until(
+        "the loss in the health report",
+        lambda: [e["estimated_lost_records"] for e in unclean_elections()] == [10],
+    )
+    [election] = unclean_elections()
+    assert (election["topic"], election["partition"], election["leader"]) == ("lost", 0, behind)
+    assert election["requested"] is True
+    assert [r["broker"] for r in election["loss_reports"]] == [first]
+    text = odradek("cluster", "health", "--bootstrap-server", bootstrap, check=False)
+    assert text.returncode == 1
+    assert "10 records dropped" in text.stdout
+    odradek(
+        "cluster", "acknowledge-unclean-elections", "--bootstrap-server", bootstrap,
+        "--topic", "lost",
+    )  # fmt: skip
+    wait_until("the acknowledgement", lambda: unclean_elections() == [])

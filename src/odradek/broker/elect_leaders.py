@@ -14,7 +14,9 @@ from __future__ import annotations
 from odradek.broker.effects import CommitRecords, Outcome, Reply
 from odradek.broker.state import BrokerState
 from odradek.controller.elections import requested_unclean_election
+from odradek.controller.image import LEADER_RECOVERY_RECOVERING
 from odradek.controller.preferred import PREFERRED, UNCLEAN, ElectionResult, preferred_election
+from odradek.controller.unclean_history import history_records
 from odradek.protocol.api import RequestHeader
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
@@ -53,7 +55,13 @@ def handle_elect_leaders(
         response = _response(unclean_results)
         if not unclean:
             return Reply(response)
-        return CommitRecords(list(unclean), lambda: Reply(response))
+        history = history_records(
+            state.image,
+            [r for r in unclean if r.leader_recovery_state == LEADER_RECOVERY_RECOVERING],
+            state.now_ms,
+            requested=True,
+        )
+        return CommitRecords([*unclean, *history], lambda: Reply(response))
     if request.election_type != PREFERRED:
         return Reply(_response([], ErrorCode.INVALID_REQUEST))
     records, results = preferred_election(state.image, wanted)

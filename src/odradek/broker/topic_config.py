@@ -42,6 +42,7 @@ from odradek.broker.config import (
     majority,
 )
 from odradek.controller.image import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
+from odradek.controller.unclean_history import UNCLEAN_ELECTIONS_CONFIG
 from odradek.core.configdef import (
     ConfigDef,
     ConfigKey,
@@ -209,6 +210,10 @@ _TOPIC_KEYS: Final = [
     _topic("unclean.leader.election.enable", ConfigType.BOOLEAN, False,
            "Whether an out-of-sync replica may become leader, losing records.",
            _same("unclean.leader.election.enable")),
+    # Odradek's own: the history of unclean elections, written by the controller only.
+    _topic(UNCLEAN_ELECTIONS_CONFIG, ConfigType.STRING, "",
+           "Unclean elections of this topic and the acknowledged records they lost "
+           "(JSON, written by the controller; delete it to acknowledge them).", ()),
 ]
 # fmt: on
 

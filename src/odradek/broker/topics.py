@@ -14,6 +14,7 @@ from typing import Any
 from odradek.broker.effects import CommitRecords, Outcome, Reply
 from odradek.broker.state import BrokerState
 from odradek.controller.topics import NewTopic, create_topic, delete_topic
+from odradek.controller.unclean_history import UNCLEAN_ELECTIONS_CONFIG
 from odradek.core.errors import ConfigError
 from odradek.protocol.api import RequestHeader
 from odradek.protocol.error_codes import ErrorCode
@@ -54,6 +55,10 @@ def handle_create_topics(
         if seen[topic.name] > 1:
             result.error_code = ErrorCode.INVALID_REQUEST
             result.error_message = f"topic {topic.name!r} appears more than once in the request"
+            continue
+        if any(c.name == UNCLEAN_ELECTIONS_CONFIG for c in topic.configs):
+            result.error_code = ErrorCode.INVALID_CONFIG
+            result.error_message = f"{UNCLEAN_ELECTIONS_CONFIG} is written by the controller"
             continue
         try:
             configs = state.validate_topic_configs(

@@ -3,7 +3,10 @@
 This module owns the health check an operator runs before and after a change: which
 partitions are offline (no leader), which have fewer in-sync replicas than their
 ``min.insync.replicas`` (``acks=all`` writes fail there), which are under-replicated,
-whether the metadata quorum has raised its stall alarm, and which topics are configured
+whether the metadata quorum has raised its stall alarm, which unclean elections happened
+and how many acknowledged records they lost (kept by the controller in the topic config
+``odradek.unclean.elections`` until the operator acknowledges them with ``odradek cluster
+acknowledge-unclean-elections``), and which topics are configured
 so that an acknowledged write can be lost (replication factor above 1 with
 ``min.insync.replicas=1``, or ``unclean.leader.election.enable=true``). The exit status
 is 0 only when there is no alarm, so scripts and monitors can use it directly.
@@ -20,6 +23,7 @@ partition, and the exit status does not depend on the grouping.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -28,14 +32,21 @@ from typing import Any, Final, Literal
 import click
 
 from odradek.controller.image import CONFIG_RESOURCE_TOPIC
+from odradek.controller.unclean_history import (
+    UNCLEAN_ELECTIONS_CONFIG,
+    UncleanElection,
+    parse_history,
+)
 from odradek.protocol.error_codes import ErrorCode, error_name
 from odradek.protocol.messages import (
     DescribeConfigsRequest,
     DescribeQuorumRequest,
+    IncrementalAlterConfigsRequest,
     MetadataRequest,
 )
 from odradek.protocol.messages import describe_configs_request as dcr
 from odradek.protocol.messages import describe_quorum_request as dqr
+from odradek.protocol.messages import incremental_alter_configs_request as iac
 from odradek.raft.wire import METADATA_PARTITION, METADATA_TOPIC
 from odradek.shell.peer_client import PeerConnection, PeerUnavailable
 
@@ -45,6 +56,8 @@ TIMEOUT_S: Final = 10.0
 METADATA_VERSION: Final = 12
 DESCRIBE_CONFIGS_VERSION: Final = 4
 DESCRIBE_QUORUM_VERSION: Final = 2
+INCREMENTAL_ALTER_CONFIGS_VERSION: Final = 1
+_DELETE: Final = 1  # IncrementalAlterConfigs' DELETE operation
 
 MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION: Final = "unclean.leader.election.enable"
@@ -83,6 +96,8 @@ class TopicSafety:
     min_insync_replicas: int | None = None
     unclean_leader_election: bool = False
     problem: str | None = None
+    unclean_elections: tuple[UncleanElection, ...] = ()
+    """What the controller recorded: unclean elections not yet acknowledged."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +119,9 @@ class HealthReport:
     under_replicated: tuple[PartitionAlarm, ...]
     quorum: QuorumHealth
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    unclean_elections: tuple[tuple[str, UncleanElection], ...] = ()
+    """(topic, election), oldest first within a topic: an alarm until acknowledged,
+    because acknowledged records may be gone."""
 
     @property
     def healthy(self) -> bool:
@@ -113,6 +131,7 @@ class HealthReport:
             self.offline
             or self.under_min_isr
             or self.under_replicated
+            or self.unclean_elections
             or self.quorum.status == "stalled"
         )
 
@@ -156,6 +175,11 @@ def evaluate(
         under_replicated=tuple(under_replicated),
         quorum=quorum,
         warnings=tuple(warnings),
+        unclean_elections=tuple(
+            (topic, election)
+            for topic in sorted(topics)
+            for election in topics[topic].unclean_elections
+        ),
     )
 
 
@@ -234,7 +258,9 @@ def safety_from_configs(response: Any) -> dict[str, TopicSafety]:
             min_isr = None
         unclean = (values.get(UNCLEAN_LEADER_ELECTION) or "false").strip().lower() == "true"
         found[result.resource_name] = TopicSafety(
-            min_insync_replicas=min_isr, unclean_leader_election=unclean
+            min_insync_replicas=min_isr,
+            unclean_leader_election=unclean,
+            unclean_elections=tuple(parse_history(values.get(UNCLEAN_ELECTIONS_CONFIG))),
         )
     return found
 
@@ -296,12 +322,55 @@ def report_as_dict(report: HealthReport) -> dict[str, Any]:
         "offline_partitions": [_alarm_as_dict(a) for a in report.offline],
         "under_min_isr_partitions": [_alarm_as_dict(a) for a in report.under_min_isr],
         "under_replicated_partitions": [_alarm_as_dict(a) for a in report.under_replicated],
-        # Not tracked by the cluster yet: null says "unknown", never "none happened".
-        "unclean_elections": None,
+        "unclean_elections": [_election_as_dict(t, e) for t, e in report.unclean_elections],
         "metadata_quorum": {"status": report.quorum.status, "message": report.quorum.message},
         "warnings": list(report.warnings),
         "healthy": report.healthy,
     }
+
+
+def _election_as_dict(topic: str, election: UncleanElection) -> dict[str, Any]:
+    return {
+        "topic": topic,
+        "partition": election.partition,
+        "leader": election.leader,
+        "leader_epoch": election.leader_epoch,
+        "time_ms": election.time_ms,
+        "requested": election.requested,
+        # null: no replica of the old ISR has come back and reported yet.
+        "estimated_lost_records": election.estimated_lost,
+        "acknowledged_lost_at_least": election.acknowledged_lost,
+        "loss_reports": [
+            {
+                "broker": r.broker,
+                "high_watermark": r.high_watermark,
+                "truncated_to": r.truncated_to,
+                "log_end": r.log_end,
+            }
+            for r in election.losses
+        ],
+    }
+
+
+def _election_line(topic: str, e: UncleanElection) -> str:
+    when = (
+        datetime.datetime.fromtimestamp(e.time_ms / 1000, datetime.UTC).strftime(
+            "%Y-%m-%d %H:%M:%S UTC"
+        )
+        if e.time_ms > 0
+        else "time not recorded"
+    )
+    how = "by request (partitions recover)" if e.requested else "unclean.leader.election"
+    leader = f"broker {e.leader}" if e.leader >= 0 else "a leader not on record"
+    if e.estimated_lost is None:
+        lost = "loss unknown until a replica of the old ISR returns"
+    else:
+        reporters = ",".join(str(r.broker) for r in e.losses)
+        lost = (
+            f"{e.estimated_lost} records dropped, at least {e.acknowledged_lost} of them "
+            f"acknowledged (reported by broker {reporters}; in their quarantine)"
+        )
+    return f"  {topic}-{e.partition}: {leader} in epoch {e.leader_epoch}, {when}, {how}: {lost}"
 
 
 def _ids(ids: Sequence[int]) -> str:
@@ -327,7 +396,14 @@ def format_report(report: HealthReport) -> list[str]:
     lines = _section("offline partitions", report.offline, False)
     lines += _section("under min.insync.replicas", report.under_min_isr, True)
     lines += _section("under-replicated partitions", report.under_replicated, False)
-    lines.append("unclean elections: none recorded (not tracked yet)")
+    if report.unclean_elections:
+        lines.append(
+            f"unclean elections: {len(report.unclean_elections)} "
+            "(odradek cluster acknowledge-unclean-elections --topic T, once handled)"
+        )
+        lines += [_election_line(t, e) for t, e in report.unclean_elections]
+    else:
+        lines.append("unclean elections: none")
     quorum = report.quorum
     lines.append(
         f"metadata quorum: {quorum.status}" + (f" ({quorum.message})" if quorum.message else "")
@@ -378,7 +454,11 @@ async def _gather(address: tuple[str, int]) -> HealthReport:
                         dcr.DescribeConfigsResource(
                             resource_type=CONFIG_RESOURCE_TOPIC,
                             resource_name=name,
-                            configuration_keys=[MIN_INSYNC_REPLICAS, UNCLEAN_LEADER_ELECTION],
+                            configuration_keys=[
+                                MIN_INSYNC_REPLICAS,
+                                UNCLEAN_LEADER_ELECTION,
+                                UNCLEAN_ELECTIONS_CONFIG,
+                            ],
                         )
                         for name in names
                     ]
@@ -422,9 +502,9 @@ def cluster() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_context
 def health(ctx: click.Context, bootstrap_server: str, as_json: bool) -> None:
-    """Offline, under-min-ISR and under-replicated partitions, the metadata quorum, and
-    unsafe topic configs. Exit status 0 when there is no alarm, 1 when there is one,
-    2 when the broker cannot be asked."""
+    """Offline, under-min-ISR and under-replicated partitions, unclean elections and their
+    loss, the metadata quorum, and unsafe topic configs. Exit status 0 when there is no
+    alarm, 1 when there is one, 2 when the broker cannot be asked."""
     address = _address(bootstrap_server)
     try:
         report = asyncio.run(_gather(address))
@@ -438,6 +518,59 @@ def health(ctx: click.Context, bootstrap_server: str, as_json: bool) -> None:
         for line in format_report(report):
             click.echo(line)
     ctx.exit(0 if report.healthy else 1)
+
+
+@cluster.command("acknowledge-unclean-elections")
+@click.option("--bootstrap-server", required=True, help="HOST:PORT of any broker.")
+@click.option("--topic", "topics", required=True, multiple=True, help="A topic (repeatable).")
+def acknowledge_unclean_elections(bootstrap_server: str, topics: tuple[str, ...]) -> None:
+    """Clear a topic's record of unclean elections once the loss has been dealt with
+    (the dropped records are in the quarantine of the brokers that reported them:
+    ``odradek quarantine list``). Deletes the topic config odradek.unclean.elections."""
+    address = _address(bootstrap_server)
+    try:
+        failures = asyncio.run(_acknowledge(address, topics))
+    except PeerUnavailable as e:
+        raise ConnectionFailed(f"cannot ask the broker: {e}") from None
+    except TimeoutError:
+        raise ConnectionFailed(f"{bootstrap_server}: no answer in {TIMEOUT_S:g} s") from None
+    for topic in topics:
+        if topic in failures:
+            click.echo(f"{topic}: not acknowledged: {failures[topic]}", err=True)
+        else:
+            click.echo(f"{topic}: unclean elections acknowledged")
+    if failures:
+        raise SystemExit(1)
+
+
+async def _acknowledge(address: tuple[str, int], topics: Sequence[str]) -> dict[str, str]:
+    peer = PeerConnection(*address, client_id="odradek-cluster-health")
+    try:
+        response = await peer.request(
+            IncrementalAlterConfigsRequest(
+                resources=[
+                    iac.AlterConfigsResource(
+                        resource_type=CONFIG_RESOURCE_TOPIC,
+                        resource_name=topic,
+                        configs=[
+                            iac.AlterableConfig(
+                                name=UNCLEAN_ELECTIONS_CONFIG, config_operation=_DELETE, value=None
+                            )
+                        ],
+                    )
+                    for topic in topics
+                ]
+            ),
+            INCREMENTAL_ALTER_CONFIGS_VERSION,
+            TIMEOUT_S,
+        )
+    finally:
+        await peer.close()
+    return {
+        r.resource_name: f"{error_name(r.error_code)} {r.error_message or ''}".strip()
+        for r in response.responses
+        if r.error_code != ErrorCode.NONE
+    }
 
 
 def _register_operations() -> None:

@@ -22,6 +22,9 @@ and ``ControllerConfigurationValidator``):
   APPEND skips items already present, SUBTRACT removes every item named.
 * For a broker resource a null value in AlterConfigs deletes the key, as Kafka allows;
   which broker keys may be set at all is the caller's policy, checked before.
+* ``odradek.unclean.elections`` (the history of unclean elections) is the controller's:
+  a request may delete it (the operator's acknowledgement), never set it, and the legacy
+  API's replacement keeps it.
 * Only keys whose value changes get a record; the resulting set is validated as a whole,
   so deleting an unknown key is a harmless no-op while setting one is INVALID_CONFIG.
 """
@@ -38,6 +41,7 @@ from odradek.controller.image import (
     MetadataImage,
 )
 from odradek.controller.topics import topic_name_problem
+from odradek.controller.unclean_history import UNCLEAN_ELECTIONS_CONFIG
 from odradek.core.errors import ConfigError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.metadata import ConfigRecord
@@ -168,7 +172,21 @@ def alter_topic_configs(
             ErrorCode.INVALID_CONFIG,
             f"Null value not supported for topic configs: {','.join(nulls)}",
         )
-    return _replace(image, (CONFIG_RESOURCE_TOPIC, name), configs, schema)
+    if any(key == UNCLEAN_ELECTIONS_CONFIG for key, _ in configs):
+        return _controller_owned()
+    resource = (CONFIG_RESOURCE_TOPIC, name)
+    history = image.configs.get(resource, {}).get(UNCLEAN_ELECTIONS_CONFIG)
+    if history is not None:
+        configs = [*configs, (UNCLEAN_ELECTIONS_CONFIG, history)]  # not the caller's to drop
+    return _replace(image, resource, configs, schema)
+
+
+def _controller_owned() -> ConfigOutcome:
+    return _error(
+        ErrorCode.INVALID_CONFIG,
+        f"{UNCLEAN_ELECTIONS_CONFIG} is written by the controller; it can only be deleted "
+        "(IncrementalAlterConfigs DELETE), which acknowledges the unclean elections it lists",
+    )
 
 
 def _replace(
@@ -217,6 +235,8 @@ def incremental_alter_topic_configs(
     problem = check_topic_resource(image, name)
     if problem is not None:
         return problem
+    if any(key == UNCLEAN_ELECTIONS_CONFIG and op != OpType.DELETE for key, op, _ in operations):
+        return _controller_owned()
     return _apply(image, (CONFIG_RESOURCE_TOPIC, name), operations, schema)
 
 

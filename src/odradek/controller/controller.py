@@ -30,6 +30,7 @@ callback.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Generic, NamedTuple, TypeVar
 
 from odradek.controller.alter_partition import alter_partition
@@ -40,13 +41,19 @@ from odradek.controller.brokers import (
     register_broker,
 )
 from odradek.controller.image import MetadataImage
+from odradek.controller.unclean_history import (
+    LOSS_REPORTS_TAG,
+    decode_loss_reports,
+    loss_records,
+)
+from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages.alter_partition_request import AlterPartitionRequest
 from odradek.protocol.messages.alter_partition_response import AlterPartitionResponse
 from odradek.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from odradek.protocol.messages.broker_heartbeat_response import BrokerHeartbeatResponse
 from odradek.protocol.messages.broker_registration_request import BrokerRegistrationRequest
 from odradek.protocol.messages.broker_registration_response import BrokerRegistrationResponse
-from odradek.protocol.metadata import NoOpRecord
+from odradek.protocol.metadata import ConfigRecord, NoOpRecord
 
 __all__ = [
     "DEFAULT_METADATA_MAX_IDLE_INTERVAL_MS",
@@ -59,7 +66,7 @@ __all__ = [
 DEFAULT_METADATA_MAX_IDLE_INTERVAL_MS = 500
 """Kafka's default ``metadata.max.idle.interval.ms`` (KIP-835)."""
 
-ControllerRecord = BrokerRecord | NoOpRecord
+ControllerRecord = BrokerRecord | NoOpRecord | ConfigRecord
 """The metadata records this facade returns."""
 
 R = TypeVar("R")
@@ -115,9 +122,20 @@ class QuorumControllerState:
     def broker_heartbeat(
         self, request: BrokerHeartbeatRequest, next_offset: int, now_ms: int
     ) -> ControllerResult[BrokerHeartbeatResponse]:
-        """BrokerHeartbeat; ``next_offset`` is where the first record will go."""
+        """BrokerHeartbeat; ``next_offset`` is where the first record will go. Loss
+        reports in Odradek's tagged field (a broker that truncated acknowledged records
+        after an unclean election) go into their topics' histories."""
         outcome = self.heartbeats.heartbeat(self.image, request, now_ms, next_offset)
-        return ControllerResult(list(outcome.records), outcome.response)
+        records: list[ControllerRecord] = list(outcome.records)
+        if outcome.response.error_code == ErrorCode.NONE:
+            reports = [
+                dataclasses.replace(report, broker=request.broker_id)
+                for tag, data in request.unknown_tagged_fields
+                if tag == LOSS_REPORTS_TAG
+                for report in decode_loss_reports(data)
+            ]
+            records += loss_records(self.image, reports)
+        return ControllerResult(records, outcome.response)
 
     def alter_partition(
         self, request: AlterPartitionRequest, version: int

@@ -15,6 +15,7 @@ import logging
 import uuid
 from collections.abc import Callable
 
+from odradek.controller.unclean_history import LOSS_REPORTS_TAG, LossReport, encode_loss_reports
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from odradek.protocol.messages.broker_registration_request import Listener
@@ -61,6 +62,7 @@ class BrokerLifecycle:
         self.fenced = True
         self.unfenced = asyncio.Event()
         self._peers = PeerPool(f"broker-{broker_id}")
+        self._loss_reports: list[LossReport] = []
 
     async def run(self) -> None:
         while True:
@@ -166,17 +168,30 @@ class BrokerLifecycle:
         log.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
         await self._heartbeat(address)
 
+    def report_loss(self, report: LossReport) -> None:
+        """Tell the active controller, with the next heartbeat, that this broker dropped
+        acknowledged records (held in memory: after a crash the quarantine still has
+        them, and the truncation's log line)."""
+        self._loss_reports.append(report)
+
     async def _heartbeat(self, address: tuple[str, int]) -> None:
+        reports = list(self._loss_reports)
         request = BrokerHeartbeatRequest(
             broker_id=self.broker_id,
             broker_epoch=self.broker_epoch,
             current_metadata_offset=self.metadata_offset(),
             want_fence=False,
             want_shut_down=False,
+            unknown_tagged_fields=(
+                [(LOSS_REPORTS_TAG, encode_loss_reports(reports))] if reports else []
+            ),
         )
         response = await self._peer(address).request(
             request, HEARTBEAT_VERSION, self.request_timeout_ms / 1000
         )
+        if response.error_code == ErrorCode.NONE and reports:
+            # Answered after the controller committed them.
+            del self._loss_reports[: len(reports)]
         if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
             log.warning("broker epoch %d is stale; registering again", self.broker_epoch)
             self.broker_epoch = -1

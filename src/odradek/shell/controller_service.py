@@ -32,6 +32,7 @@ from odradek.controller.elr import cluster_min_isr_record
 from odradek.controller.image import MetadataImage
 from odradek.controller.preferred import imbalanced_partitions, preferred_election
 from odradek.controller.reassignment import complete_reassignments
+from odradek.controller.unclean_history import history_records
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import (
     AddRaftVoterRequest,
@@ -289,8 +290,9 @@ class ControllerService:
                         )
                         records.append(record)
             if records:
+                history = history_records(image, records, now_ms(), requested=False)
                 try:
-                    await self.commit(records)
+                    await self.commit([*records, *history])
                 except NotController:
                     return
 

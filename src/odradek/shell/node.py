@@ -478,6 +478,7 @@ class Node:
             lambda: self.lifecycle.broker_epoch if self.lifecycle is not None else -1,
             self._controller_address,
             self._wake_readers,
+            lambda report: self.lifecycle.report_loss(report) if self.lifecycle else None,
         )
         self.state.records_appended = self._wake_readers
         self._sync_partitions()

@@ -28,6 +28,7 @@ from odradek.broker.partition import LocalPartition, LogEpochs, registration_of
 from odradek.broker.state import BrokerState
 from odradek.controller.elr import min_insync_replicas
 from odradek.controller.image import CONFIG_RESOURCE_BROKER, PartitionImage
+from odradek.controller.unclean_history import LossReport, newest_unclean_epoch
 from odradek.core.errors import LogOfflineError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import AlterPartitionRequest, FetchRequest
@@ -72,8 +73,11 @@ class ReplicationService:
         broker_epoch: Callable[[], int],
         controller_address: Callable[[], tuple[str, int] | None],
         wake_readers: Callable[[tuple[str, int]], None],
+        report_loss: Callable[[LossReport], None] = lambda report: None,
     ) -> None:
         self.state = state
+        # The controller adds these to the topic's record of unclean elections.
+        self.report_loss = report_loss
         self.server = server
         self.await_flush = await_flush
         self.broker_epoch = broker_epoch
@@ -398,7 +402,26 @@ class ReplicationService:
             if partition.flush_before_ack and log_.recovery_point < log_.log_end_offset:
                 flush[partition.key] = log_.log_end_offset
         elif action is FollowerAction.TRUNCATE:
+            written_in = log_.epochs.epoch_for_offset(decision.offset)
+            log_end = log_.log_end_offset
             moved = log_.truncate_to(decision.offset, now, f"replication: {decision.reason}")
+            unclean = newest_unclean_epoch(self.state.image, partition.topic, partition.index)
+            if decision.below_high_watermark or (
+                unclean is not None and written_in < unclean and log_end > decision.offset
+            ):
+                # Records the partition's new history lacks: the controller keeps the
+                # count with the election, and `cluster health` shows it.
+                self.report_loss(
+                    LossReport(
+                        topic=partition.topic,
+                        partition=partition.index,
+                        leader_epoch=follower.leader_epoch,
+                        broker=self.node_id,
+                        high_watermark=high_watermark,
+                        truncated_to=decision.offset,
+                        log_end=log_end,
+                    )
+                )
             if decision.below_high_watermark:
                 # Only an unclean election leads here: these records were acknowledged
                 # (below our high watermark) and the partition's new history lacks them.
