@@ -47,6 +47,12 @@ def test_seed_000_unsafe_loses_acknowledged_writes(tmp_path: Path) -> None:
     assert isinstance(result["lost"], int) and result["lost"] > 0, result
     assert result["valid"] is False
     assert status == 1
+    # The cluster's own record agrees: it elected uncleanly, and the returning replicas
+    # reported dropping at least the records the clients saw lost.
+    record = result["cluster_record"]
+    assert isinstance(record, dict), result
+    assert record["unclean_elections"] >= 1, record
+    assert record["dropped_records"] >= result["lost"], (record, result["lost"])
 
 
 def test_seed_000_with_the_defaults_loses_nothing(tmp_path: Path) -> None:
@@ -54,6 +60,12 @@ def test_seed_000_with_the_defaults_loses_nothing(tmp_path: Path) -> None:
     assert isinstance(result["acknowledged"], int) and result["acknowledged"] > 0
     assert result["lost"] == 0 and result["valid"] is True, result
     assert status == 0
+    assert result["cluster_record"] == {
+        "unclean_elections": 0,
+        "dropped_records": 0,
+        "acknowledged_dropped_at_least": 0,
+        "elections_without_report": 0,
+    }
 
 
 def test_a_short_mixed_run_finds_nothing(tmp_path: Path) -> None:

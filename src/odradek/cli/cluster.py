@@ -12,7 +12,7 @@ so that an acknowledged write can be lost (replication factor above 1 with
 is 0 only when there is no alarm, so scripts and monitors can use it directly.
 
 The verdict is :func:`evaluate`, a pure function of plain values, so that every rule is
-tested without a broker; :func:`_gather` is the only part that talks to one (Metadata,
+tested without a broker; :func:`gather_health` is the only part that talks to one (Metadata,
 DescribeConfigs and DescribeQuorum on one connection, with the project's own client).
 
 Each partition is reported under its most severe alarm only (offline, then under
@@ -436,7 +436,7 @@ def _address(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
-async def _gather(address: tuple[str, int]) -> HealthReport:
+async def gather_health(address: tuple[str, int]) -> HealthReport:
     peer = PeerConnection(*address, client_id="odradek-cluster-health")
     try:
         metadata = await peer.request(
@@ -507,7 +507,7 @@ def health(ctx: click.Context, bootstrap_server: str, as_json: bool) -> None:
     alarm, 1 when there is one, 2 when the broker cannot be asked."""
     address = _address(bootstrap_server)
     try:
-        report = asyncio.run(_gather(address))
+        report = asyncio.run(gather_health(address))
     except PeerUnavailable as e:
         raise ConnectionFailed(f"cannot ask the broker: {e}") from None
     except TimeoutError:

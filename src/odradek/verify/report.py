@@ -52,7 +52,42 @@ def fault_windows(ops: Iterable[Op]) -> list[tuple[float, float, str]]:
     return windows
 
 
-def summary_table(verdict: Verdict, scenario: str, seed: int, unsafe: bool) -> str:
+@dataclass(frozen=True, slots=True)
+class RecordedLoss:
+    """The cluster's own account of what it gave up (``odradek cluster health``): its
+    unclean elections and the records the returning replicas reported dropping, set
+    beside what the checker counts from the clients' side."""
+
+    unclean_elections: int
+    dropped: int
+    acknowledged_at_least: int
+    unreported: int  # elections no returning replica has reported on
+
+    def to_json(self) -> dict[str, int]:
+        return {
+            "unclean_elections": self.unclean_elections,
+            "dropped_records": self.dropped,
+            "acknowledged_dropped_at_least": self.acknowledged_at_least,
+            "elections_without_report": self.unreported,
+        }
+
+    def describe(self) -> str:
+        if not self.unclean_elections:
+            return "no unclean election"
+        text = (
+            f"{self.unclean_elections} unclean election(s), {self.dropped} records dropped "
+            f"(at least {self.acknowledged_at_least} acknowledged)"
+        )
+        return text + (f", {self.unreported} without a report" if self.unreported else "")
+
+
+def summary_table(
+    verdict: Verdict,
+    scenario: str,
+    seed: int,
+    unsafe: bool,
+    recorded: RecordedLoss | None = None,
+) -> str:
     a = verdict.availability
     rows = [
         ("scenario", f"{scenario} seed {seed}" + (" --unsafe" if unsafe else "")),
@@ -77,6 +112,7 @@ def summary_table(verdict: Verdict, scenario: str, seed: int, unsafe: bool) -> s
         ),
         ("produce failed / no answer", f"{a.failed} ({a.failed_share:.1%})"),
         ("longest window without ack", f"{a.longest_gap_s:.1f} s (from {a.gap_start_s:.1f} s)"),
+        ("cluster's own record", recorded.describe() if recorded else "not read"),
         ("valid", "yes" if verdict.valid else "NO"),
     ]
     width = max(len(k) for k, _ in rows)

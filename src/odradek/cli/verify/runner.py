@@ -5,6 +5,7 @@ way out, whatever happened."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import signal
@@ -16,6 +17,7 @@ from types import FrameType
 
 import click
 
+from odradek.cli.cluster import gather_health
 from odradek.cli.verify.netns import PacketFilter
 from odradek.cli.verify.nodes import NodeSet
 from odradek.cli.verify.plot import timeline
@@ -28,16 +30,24 @@ from odradek.cli.verify.workload import (
     final_read,
     leaders,
 )
+from odradek.shell.peer_client import PeerUnavailable
 from odradek.verify import nemesis as n
 from odradek.verify.checker import Verdict, judge
 from odradek.verify.history import FAIL, INFO, INVOKE, NEMESIS, OK, dumps
 from odradek.verify.netrules import NetworkState, between, one_way
-from odradek.verify.report import anomalies_text, completions, fault_windows, summary_table
+from odradek.verify.report import (
+    RecordedLoss,
+    anomalies_text,
+    completions,
+    fault_windows,
+    summary_table,
+)
 from odradek.verify.topology import CLIENT_ADDRESS, Topology
 
 RECOVERY_TIMEOUT_S = 60.0
 FINAL_READ_TIMEOUT_S = 60.0
 ADD_VOTER_TIMEOUT_S = 30.0
+RECORD_WAIT_S = 15.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +89,7 @@ def run_inside(opts: RunOptions) -> int:
     for fault in faults:
         say(f"planned {fault.describe()}")
     recorder: Recorder | None = None
+    recorded: RecordedLoss | None = None
     try:
         say(f"starting {len(topology.nodes)} nodes in {opts.report_dir / 'nodes'}")
         nodes.start_all()
@@ -113,6 +124,7 @@ def run_inside(opts: RunOptions) -> int:
             thread.join(30)
         say("final read")
         final_read(topology.bootstrap_servers, opts.partitions, recorder, FINAL_READ_TIMEOUT_S)
+        recorded = recorded_loss(topology.bootstrap_servers)
     finally:
         # A second Ctrl-C (or the outer process's SIGTERM after the terminal's SIGINT)
         # must not cut the cleanup short.
@@ -124,13 +136,13 @@ def run_inside(opts: RunOptions) -> int:
     # The history first: if judging it fails, it is what shows why.
     (opts.report_dir / "history.jsonl").write_text(dumps(ops))
     verdict = judge(ops, n.WARMUP_S, produce_end)
-    _write_report(opts, verdict=verdict, faults=faults, recorder=recorder)
+    _write_report(opts, verdict=verdict, faults=faults, recorder=recorder, recorded=recorded)
     if verdict.valid:
         # The nodes' data is evidence only when something went wrong (their quarantines
         # hold what a truncation removed); otherwise it is just disk space.
         for proc in nodes.procs.values():
             shutil.rmtree(proc.dir / "data", ignore_errors=True)
-    click.echo(summary_table(verdict, opts.scenario, opts.seed, opts.unsafe))
+    click.echo(summary_table(verdict, opts.scenario, opts.seed, opts.unsafe, recorded))
     click.echo(f"  report in {opts.report_dir}")
     if not verdict.final_read_complete:
         # Without the final read every acknowledged value would look lost.
@@ -158,8 +170,40 @@ def _wait_recovered(
     time.sleep(2.0)  # a little load on the recovered cluster before the writers stop
 
 
+def recorded_loss(bootstrap_servers: str) -> RecordedLoss | None:
+    """What the cluster itself recorded (``cluster health``), once every unclean
+    election has a loss report or :data:`RECORD_WAIT_S` passed: a returning replica
+    reports with its next heartbeat after it truncates. None when no broker answers."""
+    deadline = time.monotonic() + RECORD_WAIT_S
+    while True:
+        report = None
+        for server in bootstrap_servers.split(","):
+            host, _, port = server.rpartition(":")
+            try:
+                report = asyncio.run(gather_health((host, int(port))))
+                break
+            except (PeerUnavailable, TimeoutError, OSError):
+                continue
+        if report is None:
+            return None
+        elections = [e for _, e in report.unclean_elections]
+        unreported = sum(1 for e in elections if e.estimated_lost is None)
+        if not unreported or time.monotonic() >= deadline:
+            return RecordedLoss(
+                unclean_elections=len(elections),
+                dropped=sum(e.estimated_lost or 0 for e in elections),
+                acknowledged_at_least=sum(e.acknowledged_lost or 0 for e in elections),
+                unreported=unreported,
+            )
+        time.sleep(1.0)
+
+
 def _write_report(
-    opts: RunOptions, verdict: Verdict, faults: list[n.Fault], recorder: Recorder
+    opts: RunOptions,
+    verdict: Verdict,
+    faults: list[n.Fault],
+    recorder: Recorder,
+    recorded: RecordedLoss | None = None,
 ) -> None:
     out = opts.report_dir
     ops = recorder.snapshot()
@@ -171,12 +215,13 @@ def _write_report(
         "brokers": opts.brokers,
         "controllers": opts.controllers,
         **verdict.to_json(),
+        "cluster_record": recorded.to_json() if recorded is not None else None,
     }
     (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
     if opts.json_path is not None:
         opts.json_path.write_text(json.dumps(result, indent=2) + "\n")
     (out / "summary.txt").write_text(
-        summary_table(verdict, opts.scenario, opts.seed, opts.unsafe) + "\n"
+        summary_table(verdict, opts.scenario, opts.seed, opts.unsafe, recorded) + "\n"
     )
     timeline(
         out / "timeline.png",
