@@ -84,6 +84,35 @@ def test_the_unsafe_configuration_loses_acknowledged_records() -> None:
     assert lost > 0
 
 
+ROLES_BEFORE_REGISTRATION_SEEDS = (23, 79, 136)
+
+
+def test_roles_taken_before_the_registration_lose_committed_records() -> None:
+    """``odradek verify`` found it on real processes: a broker restarted within its
+    session timeout led from the image it replayed from its own metadata log, in an
+    epoch its previous process had led, on a log that had lost its unflushed tail. In
+    the simulator a restarted broker keeps its image too; taking roles before that image
+    holds the new registration (``roles_before_registration``) breaks the invariants on
+    these seeds, and with ``may_take_roles`` (the rule the shell uses) the same seeds
+    pass."""
+    for seed in ROLES_BEFORE_REGISTRATION_SEEDS:
+        with pytest.raises(SimulationFailure, match="drops committed records"):
+            run_simulation(seed, "mix", roles_before_registration=True)
+        sim = run_simulation(seed, "mix")
+        assert sim.results and all(r.valid for r in sim.results.values())
+        assert sim.stats["restart"] > 0
+
+
+def test_a_paused_follower_outside_the_isr_may_act_on_a_stale_response() -> None:
+    """Mix seed 151: a follower paused with a response of an older epoch's leader in hand
+    truncates records committed meanwhile when it resumes. It is in neither the ISR nor
+    the eligible replicas, so nothing relies on its copy: invariant 4 allows it, and the
+    run loses nothing."""
+    sim = run_simulation(151, "mix")
+    assert sim.stale_truncations >= 1
+    assert all(r.valid and not r.lost for r in sim.results.values())
+
+
 def test_a_broken_invariant_names_the_seed_and_the_replay_command() -> None:
     """The unsafe configuration with strict checks: the first violation stops the run."""
     with pytest.raises(SimulationFailure) as failure:

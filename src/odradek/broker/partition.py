@@ -32,6 +32,18 @@ def leader_epoch_error(current_leader_epoch: int, leader_epoch: int) -> ErrorCod
     return ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
+def may_take_roles(image_offset: int, broker_epoch: int) -> bool:
+    """Whether a broker process may act on its image's partition roles: only once the
+    image holds this process's registration (Kafka's broker initial catch-up; the broker
+    epoch is the registration record's offset). A restarted broker's image, replayed
+    from its local metadata log, may still name it leader in an epoch its previous
+    process led, on a log that has since lost its unflushed tail; the controller ends
+    that epoch in the batch that registers the new process. Acting before then leads one
+    epoch from two different logs (found by ``odradek verify``; the replication
+    simulator's ``roles_before_registration`` mode shows the loss)."""
+    return broker_epoch >= 0 and image_offset >= broker_epoch
+
+
 def registration_of(p: PartitionImage) -> PartitionRegistration:
     """The image's registration of a partition, as the replication cores take it."""
     return PartitionRegistration(

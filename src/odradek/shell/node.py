@@ -57,7 +57,7 @@ from odradek.broker.effects import (
     Outcome,
     Reply,
 )
-from odradek.broker.partition import LocalPartition
+from odradek.broker.partition import LocalPartition, may_take_roles
 from odradek.broker.producer_ids import ProducerIds
 from odradek.broker.router import Close, Dispatch, Respond, Router
 from odradek.broker.state import BrokerSettings, BrokerState
@@ -712,16 +712,11 @@ class Node:
         return value is True
 
     def _caught_up_to_registration(self) -> bool:
-        """Whether the image holds this incarnation's registration (Kafka's broker
-        initial catch-up). Before it, the image may still name this broker leader in an
-        epoch its previous process led: the controller ends that epoch in the batch
-        that registers this process, so acting on the older image could lead one epoch
-        from two different logs."""
+        """Whether the image holds this incarnation's registration (see
+        :func:`~odradek.broker.partition.may_take_roles`)."""
         lifecycle = self.lifecycle
-        return (
-            lifecycle is not None
-            and lifecycle.broker_epoch >= 0
-            and self.state.image.offset >= lifecycle.broker_epoch
+        return lifecycle is not None and may_take_roles(
+            self.state.image.offset, lifecycle.broker_epoch
         )
 
     def _sync_partitions(self) -> None:

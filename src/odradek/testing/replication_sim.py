@@ -65,8 +65,14 @@ Invariants, after every event
 3. *Every record below any replica's high watermark is the committed record at that
    offset* (a global map, filled from whichever replica first passes an offset). Hence
    no two replicas ever differ below the minimum of their high watermarks.
-4. *No follower truncation removes a committed record*: followers truncate by leader
-   epoch, and a clean leader holds every committed record.
+4. *No follower the controller counts on truncates a committed record*: followers
+   truncate by leader epoch, and a clean leader holds every committed record. A member
+   of the partition's ISR or eligible leader replicas (in the controller's image) must
+   never drop one. A replica outside both may: a follower paused with a fetch response
+   of an older epoch's leader in hand acts on it when it resumes, drops records that
+   were committed meanwhile, and fetches them again; no election and no high watermark
+   relies on its copy, and invariant 5 still counts the durable ones (counted in
+   ``stale_truncations``).
 5. *The last committed record of each partition is durable (flushed) on at least
    min.insync.replicas replicas*: the leader counts only its flushed end and followers
    flush before they report an offset, so when the high watermark passed it that many
@@ -95,7 +101,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.broker.partition import registration_of
+from odradek.broker.partition import may_take_roles, registration_of
 from odradek.controller.controller import QuorumControllerState
 from odradek.controller.elections import unclean_leader_elections
 from odradek.controller.elr import min_insync_replicas
@@ -376,7 +382,7 @@ class Broker:
     @property
     def caught_up(self) -> bool:
         """Kafka's broker starts its replicas once its metadata reaches its registration."""
-        return self.broker_epoch >= 0 and self.image.offset >= self.broker_epoch
+        return may_take_roles(self.image.offset, self.broker_epoch)
 
 
 # ---------------------------------------------------------------------- messages
@@ -426,10 +432,17 @@ class Simulation:
         *,
         unsafe: bool = False,
         strict: bool | None = None,
+        roles_before_registration: bool = False,
     ) -> None:
         """``strict`` (by default: the configuration is safe) makes the first broken
-        invariant fatal; otherwise violations are counted and the run goes on."""
+        invariant fatal; otherwise violations are counted and the run goes on.
+
+        ``roles_before_registration`` brings back a bug ``odradek verify`` found: a
+        restarted broker acting on the roles of the image it replayed from its own
+        metadata log before that image holds its new registration. A test shows the
+        loss it causes, so the rule that prevents it (``may_take_roles``) is proven."""
         self.seed = seed
+        self.roles_before_registration = roles_before_registration
         self.strict = not unsafe if strict is None else strict
         self.scenario = scenario or SCENARIOS[seed % len(SCENARIOS)]
         if self.scenario not in SCENARIOS:
@@ -473,6 +486,7 @@ class Simulation:
         self.unclean_elections = 0
         self.elr_elections = 0  # leaders taken from the eligible leader replicas
         self.truncated_below_hw = 0
+        self.stale_truncations = 0  # see invariant 4
         self.produced = 0
         self.late: set[str] = set()  # values produced after the quiet period
         self.results: dict[int, CheckResult] = {}
@@ -547,7 +561,9 @@ class Simulation:
         b.paused = False
         b.held = []
         b.generation += 1
-        b.image = MetadataImage()
+        # The image is the one replayed from the broker's own metadata log (a wiped
+        # disk took it along: see _fault_wipe).
+        b.image = b.image.copy()
         b.incarnation = uuid.UUID(int=self.rng.getrandbits(128))
         b.broker_epoch = -1
         b.registering = b.heartbeat_in_flight = b.metadata_in_flight = False
@@ -557,6 +573,8 @@ class Simulation:
             r.forget_process()
             r.last_hw = r.high_watermark
             r.checked_upto = 0
+        if self.roles_before_registration and TOPIC in b.image.topics_by_name:
+            self._apply_image(b)
         self._schedule(self.now + self.rng.randint(1, TICK_MS), "tick", (b.broker_id, b.generation))
 
     def _send(self, src: int, dst: int, message: Any) -> None:
@@ -672,10 +690,16 @@ class Simulation:
         if b.paused:
             return
         self._lifecycle(b)
-        if b.caught_up:
+        if self._acts(b):
             for _, r in sorted(b.replicas.items()):
                 self._replica_tick(b, r)
         self._check_broker(b)
+
+    def _acts(self, b: Broker) -> bool:
+        """Whether ``b`` acts on its image's roles now (see ``roles_before_registration``)."""
+        return b.caught_up or (
+            self.roles_before_registration and TOPIC in b.image.topics_by_name
+        )
 
     def _lifecycle(self, b: Broker) -> None:
         if b.broker_epoch < 0 and not b.registering and self.now >= b.next_registration_ms:
@@ -833,7 +857,7 @@ class Simulation:
             if records and start == b.image.offset + 1:
                 for i, record in enumerate(records):
                     b.image.replay(record, start + i)
-                if b.caught_up:
+                if self._acts(b):
                     self._apply_image(b)
         elif kind == "fetch":
             self._fetch_answer(b, context, body)
@@ -1012,7 +1036,7 @@ class Simulation:
         data = FetchAnswer(partition_index=request.partition, high_watermark=-1)
         answer = FetchResponse(request.partition, data, ())
         fetch = request.fetch
-        r = b.replicas.get(request.partition) if b.caught_up else None
+        r = b.replicas.get(request.partition) if self._acts(b) else None
         leader = r.leader if r is not None else None
         if r is None or leader is None or leader.is_obsolete:
             data.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -1075,10 +1099,14 @@ class Simulation:
             o for o in range(offset, r.log.log_end_offset) if committed.get(o) == r.log.entries[o]
         ]
         if dropped:
-            self._violation(
-                f"b{b.broker_id} p{r.partition} truncation to {offset} ({why}) drops "
-                f"committed records {dropped[0]}..{dropped[-1]}"
-            )
+            now = self.controller_image.topics_by_name[TOPIC].partitions[r.partition]
+            if b.broker_id in now.isr or b.broker_id in now.eligible_leader_replicas:
+                self._violation(
+                    f"b{b.broker_id} p{r.partition} truncation to {offset} ({why}) drops "
+                    f"committed records {dropped[0]}..{dropped[-1]}"
+                )
+            else:
+                self.stale_truncations += 1
         if below_hw:
             self.truncated_below_hw += 1
             self._violation(f"b{b.broker_id} p{r.partition} truncates below its hw: {why}")
@@ -1184,6 +1212,7 @@ class Simulation:
         b = self.brokers[self.rng.choice(spare)]
         b.alive = False
         b.disk += 1
+        b.image = MetadataImage()  # the metadata log was on the replaced disk too
         for p, r in sorted(b.replicas.items()):
             b.phantoms[p] = r.log.entries[: r.log.flushed]
             r.log = SimLog()
@@ -1411,8 +1440,19 @@ def _partition_answer(response: AlterPartitionResponse) -> AlterPartitionAnswer:
 
 
 def run_simulation(
-    seed: int, scenario: str | None = None, *, unsafe: bool = False, strict: bool | None = None
+    seed: int,
+    scenario: str | None = None,
+    *,
+    unsafe: bool = False,
+    strict: bool | None = None,
+    roles_before_registration: bool = False,
 ) -> Simulation:
     """Run one seed; raise :class:`SimulationFailure` on a violation (by default only
     in the safe configuration, see :class:`Simulation`)."""
-    return Simulation(seed, scenario, unsafe=unsafe, strict=strict).run()
+    return Simulation(
+        seed,
+        scenario,
+        unsafe=unsafe,
+        strict=strict,
+        roles_before_registration=roles_before_registration,
+    ).run()
