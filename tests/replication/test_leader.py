@@ -429,6 +429,25 @@ def test_a_follower_below_the_epoch_start_offset_is_not_added() -> None:
     assert proposal is not None and proposal.added == (1,)
 
 
+def test_a_follower_that_stopped_fetching_is_not_added_back() -> None:
+    # Under min.insync.replicas the high watermark stands still, so a follower that
+    # stopped fetching at it stays "at the high watermark". Removed for lagging, it must
+    # not be added back on the next check only to be removed again (ISR flapping).
+    leader = make_leader(isr=(0, 1), min_insync_replicas=2)
+    append_and_flush(leader, 5)
+    leader.on_follower_fetch(1, 5, now_ms=1)
+    leader.on_follower_fetch(2, 5, now_ms=1)
+    append_and_flush(leader, 9)  # 1 and 2 stop fetching
+    shrink = leader.isr_change(now_ms=LAG_MS + 2)
+    assert shrink is not None and shrink.removed == (1,)
+    leader.on_alter_partition_result(shrink, answer(shrink))
+    assert leader.high_watermark == 5  # ISR {0} is under the minimum: it stands still
+    assert leader.isr_change(now_ms=LAG_MS + 3) is None  # 2 is at 5, but lagging
+    leader.on_follower_fetch(2, 9, now_ms=LAG_MS + 4)  # fetching again, caught up
+    proposal = leader.isr_change(now_ms=LAG_MS + 5)
+    assert proposal is not None and proposal.added == (2,)
+
+
 def test_ineligible_replicas_are_not_added() -> None:
     leader = make_leader(isr=(0,), min_insync_replicas=1)
     leader.on_follower_fetch(1, 0, now_ms=1)

@@ -545,9 +545,10 @@ class PartitionLeader:
         the ISR (the lowest id, for determinism) is added if it is in sync by Kafka's
         ``isFollowerInSync``: its end offset is at least the high watermark and at least
         this leader epoch's start offset, so it holds every committed record and nothing
-        from an older leader's divergent tail. ``ineligible_replicas`` are brokers the
-        image shows fenced or shutting down (Kafka's ``isReplicaIsrEligible``); they are
-        not added.
+        from an older leader's divergent tail, and it is not out of sync by time (so a
+        follower that stopped fetching is not added back only to be removed again).
+        ``ineligible_replicas`` are brokers the image shows fenced or shutting down
+        (Kafka's ``isReplicaIsrEligible``); they are not added.
 
         The leader itself is never removed, so the ISR is never empty.
         """
@@ -567,7 +568,10 @@ class PartitionLeader:
         for replica in self._replicas:
             if replica in self._isr or replica in excluded or replica == self.replica_id:
                 continue
-            if self._is_follower_in_sync(replica):
+            # Also caught up lately: a follower that stopped fetching at or past a high
+            # watermark frozen under min.insync.replicas would otherwise be added back
+            # and removed again on every check (the ISR flapping).
+            if self._is_follower_in_sync(replica) and not self._is_out_of_sync(replica, now_ms):
                 new_isr = tuple(sorted(self._isr | {replica}))
                 self._pending = IsrProposal(
                     new_isr, self.leader_epoch, self.partition_epoch, added=(replica,)
