@@ -697,9 +697,7 @@ class Simulation:
 
     def _acts(self, b: Broker) -> bool:
         """Whether ``b`` acts on its image's roles now (see ``roles_before_registration``)."""
-        return b.caught_up or (
-            self.roles_before_registration and TOPIC in b.image.topics_by_name
-        )
+        return b.caught_up or (self.roles_before_registration and TOPIC in b.image.topics_by_name)
 
     def _lifecycle(self, b: Broker) -> None:
         if b.broker_epoch < 0 and not b.registering and self.now >= b.next_registration_ms:
