@@ -3,7 +3,7 @@ series the timeline is drawn from. Pure: the runner writes and draws them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from odradek.verify.checker import Verdict
@@ -87,8 +87,12 @@ def summary_table(
     seed: int,
     unsafe: bool,
     recorded: RecordedLoss | None = None,
+    duplicate_causes: Mapping[str, int] | None = None,
 ) -> str:
     a = verdict.availability
+    causes = "".join(
+        f"; {count}: {cause}" for cause, count in sorted((duplicate_causes or {}).items())
+    )
     rows = [
         ("scenario", f"{scenario} seed {seed}" + (" --unsafe" if unsafe else "")),
         ("produce attempts", str(verdict.attempted)),
@@ -97,7 +101,8 @@ def summary_table(
         (
             "duplicated",
             str(len(verdict.duplicated))
-            + ("" if verdict.idempotent else " (non-idempotent writers: not an anomaly)"),
+            + ("" if verdict.idempotent else " (non-idempotent writers: not an anomaly)")
+            + causes,
         ),
         ("inconsistent offsets", str(len(verdict.inconsistent_offsets))),
         ("unexpected", str(len(verdict.unexpected))),

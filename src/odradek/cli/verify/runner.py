@@ -11,6 +11,7 @@ import shutil
 import signal
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -21,7 +22,9 @@ from odradek.cli.cluster import gather_health
 from odradek.cli.verify.netns import PacketFilter
 from odradek.cli.verify.nodes import NodeSet
 from odradek.cli.verify.plot import timeline
+from odradek.cli.verify.provenance import find_copies
 from odradek.cli.verify.workload import (
+    TOPIC,
     GroupConsumer,
     Recorder,
     Writer,
@@ -33,8 +36,9 @@ from odradek.cli.verify.workload import (
 from odradek.shell.peer_client import PeerUnavailable
 from odradek.verify import nemesis as n
 from odradek.verify.checker import Verdict, judge
-from odradek.verify.history import FAIL, INFO, INVOKE, NEMESIS, OK, dumps
+from odradek.verify.history import FAIL, INFO, INVOKE, NEMESIS, OK, Op, dumps
 from odradek.verify.netrules import NetworkState, between, one_way
+from odradek.verify.provenance import classify, duplicate_offsets
 from odradek.verify.report import (
     RecordedLoss,
     anomalies_text,
@@ -135,13 +139,28 @@ def run_inside(opts: RunOptions) -> int:
     # The history first: if judging it fails, it is what shows why.
     (opts.report_dir / "history.jsonl").write_text(dumps(ops))
     verdict = judge(ops, n.WARMUP_S, produce_end)
-    _write_report(opts, verdict=verdict, faults=faults, recorder=recorder, recorded=recorded)
+    causes = duplicate_causes(ops, verdict.duplicated, nodes)
+    if causes:
+        (opts.report_dir / "duplicates.txt").write_text(
+            "".join(f"{line}\n" for lines in causes.values() for line in lines[1])
+        )
+    recorded_causes = Counter(cause for cause, _ in causes.values())
+    _write_report(
+        opts,
+        verdict=verdict,
+        faults=faults,
+        recorder=recorder,
+        recorded=recorded,
+        duplicate_causes=recorded_causes,
+    )
     if verdict.valid:
         # The nodes' data is evidence only when something went wrong (their quarantines
         # hold what a truncation removed); otherwise it is just disk space.
         for proc in nodes.procs.values():
             shutil.rmtree(proc.dir / "data", ignore_errors=True)
-    click.echo(summary_table(verdict, opts.scenario, opts.seed, opts.unsafe, recorded))
+    click.echo(
+        summary_table(verdict, opts.scenario, opts.seed, opts.unsafe, recorded, recorded_causes)
+    )
     click.echo(f"  report in {opts.report_dir}")
     if not verdict.final_read_complete:
         # Without the final read every acknowledged value would look lost.
@@ -167,6 +186,35 @@ def _wait_recovered(
             break
         time.sleep(0.2)
     time.sleep(2.0)  # a little load on the recovered cluster before the writers stop
+
+
+def duplicate_causes(
+    ops: list[Op], duplicated: tuple[str, ...], nodes: NodeSet
+) -> dict[str, tuple[str, list[str]]]:
+    """``value -> (cause, report lines)`` for each duplicated value: which batch (producer
+    id, epoch, sequence) wrote each copy, read from the nodes' logs."""
+    final: dict[int, list[tuple[int, str]]] = {}
+    for op in ops:
+        if op.f == "read" and op.type == OK and isinstance(op.value, dict):
+            final = {int(p): [(int(o), str(v)) for o, v in pairs] for p, pairs in op.value.items()}
+    data_dirs = [proc.dir / "data" for _, proc in sorted(nodes.procs.items())]
+    causes: dict[str, tuple[str, list[str]]] = {}
+    for value, (partition, offsets) in sorted(duplicate_offsets(final, duplicated).items()):
+        found = find_copies(data_dirs, TOPIC, partition, value, offsets)
+        copies = [found.get(o) for o in offsets]
+        cause = classify(copies)
+        lines = [f"{value} (partition {partition}): {cause}"]
+        lines += [
+            f"  offset {o}: "
+            + (
+                f"producer {c.producer_id} epoch {c.producer_epoch} sequence {c.sequence}"
+                if c is not None
+                else "not found"
+            )
+            for o, c in zip(offsets, copies, strict=True)
+        ]
+        causes[value] = (cause, lines)
+    return causes
 
 
 def recorded_loss(bootstrap_servers: str) -> RecordedLoss | None:
@@ -203,6 +251,7 @@ def _write_report(
     faults: list[n.Fault],
     recorder: Recorder,
     recorded: RecordedLoss | None = None,
+    duplicate_causes: Counter[str] | None = None,
 ) -> None:
     out = opts.report_dir
     ops = recorder.snapshot()
@@ -215,12 +264,14 @@ def _write_report(
         "controllers": opts.controllers,
         **verdict.to_json(),
         "cluster_record": recorded.to_json() if recorded is not None else None,
+        "duplicate_causes": dict(duplicate_causes or {}),
     }
     (out / "result.json").write_text(json.dumps(result, indent=2) + "\n")
     if opts.json_path is not None:
         opts.json_path.write_text(json.dumps(result, indent=2) + "\n")
     (out / "summary.txt").write_text(
-        summary_table(verdict, opts.scenario, opts.seed, opts.unsafe, recorded) + "\n"
+        summary_table(verdict, opts.scenario, opts.seed, opts.unsafe, recorded, duplicate_causes)
+        + "\n"
     )
     timeline(
         out / "timeline.png",
