@@ -84,7 +84,7 @@ def test_the_unsafe_configuration_loses_acknowledged_records() -> None:
     assert lost > 0
 
 
-ROLES_BEFORE_REGISTRATION_SEEDS = (79, 115, 126, 252)
+ROLES_BEFORE_REGISTRATION_SEEDS = (79, 126, 184, 252)
 
 
 def test_roles_taken_before_the_registration_lose_committed_records() -> None:

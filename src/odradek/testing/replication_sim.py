@@ -1201,8 +1201,9 @@ class Simulation:
     def _fault_wipe(self) -> None:
         """A broker's disk is replaced: it crashes and comes back empty, with a new log
         directory id. Only where every committed record is durable on min.insync.replicas
-        other brokers (a wipe beyond that is a loss no protocol prevents); what is under
-        test is that no empty replica is then elected."""
+        other brokers that a clean election may choose (a wipe beyond that is a loss or
+        an outage no protocol prevents); what is under test is that no empty replica is
+        then elected."""
         alive = [i for i in self.broker_ids if self.brokers[i].alive]
         spare = [i for i in alive if self._copies_elsewhere(i) >= self.config.min_insync_replicas]
         if not spare:
@@ -1222,16 +1223,22 @@ class Simulation:
 
     def _copies_elsewhere(self, broker_id: int) -> int:
         """The fewest brokers other than ``broker_id`` holding any partition's committed
-        records durably."""
+        records durably and electable: in the ISR or the eligible leader replicas in the
+        controller's image. A copy on a broker outside both is one no clean election can
+        use, so wiping the last electable one is a loss (or an outage) no protocol
+        prevents."""
         fewest = len(self.broker_ids)
+        partitions = self.controller_image.topics_by_name[TOPIC].partitions
         for p, end in self.committed_end.items():
             if end == 0:
                 continue
             last = self.committed[p][end - 1]
+            electable = {*partitions[p].isr, *partitions[p].eligible_leader_replicas}
             holders = sum(
                 1
                 for other_id, other in self.brokers.items()
                 if other_id != broker_id
+                and other_id in electable
                 and (r := other.replicas.get(p)) is not None
                 and r.log.flushed >= end
                 and r.log.entries[end - 1] == last
