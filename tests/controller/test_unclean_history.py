@@ -23,8 +23,8 @@ from odradek.controller.unclean_history import (
     encode_loss_reports,
     history_records,
     loss_records,
-    newest_unclean_epoch,
     parse_history,
+    truncation_loss,
 )
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import BrokerHeartbeatRequest
@@ -87,10 +87,32 @@ def test_loss_reports_complete_the_election_whose_epoch_the_broker_followed() ->
     ]
     # The old ISR held the same acknowledged records: the largest report of each counts.
     assert (election.estimated_lost, election.acknowledged_lost) == (10, 8)
-    assert newest_unclean_epoch(cluster.image, f"t{TOPIC.int:x}", 0) == epoch
-    assert newest_unclean_epoch(cluster.image, f"t{TOPIC.int:x}", 1) is None
     # A heartbeat answered after a lost commit repeats the report: nothing changes.
     assert loss_records(cluster.image, [_report(epoch, broker=1, hw=124, to=120)]) == []
+
+
+def test_which_truncations_are_losses() -> None:
+    cluster = Cluster()
+    _elected_uncleanly(cluster)
+    epoch = cluster.get(0).leader_epoch
+    # Written before the recorded election, dropped now: what the election gave up,
+    # whatever a restarted broker's (checkpointed, behind) high watermark says.
+    stale_hw = _report(epoch, hw=100, to=120, end=130)
+    assert truncation_loss(cluster.image, stale_hw, written_in_epoch=epoch - 1,
+                           below_high_watermark=False) == stale_hw  # fmt: skip
+    # An uncommitted tail of the new history's own epochs: an ordinary truncation.
+    assert truncation_loss(cluster.image, stale_hw, written_in_epoch=epoch,
+                           below_high_watermark=False) is None  # fmt: skip
+    # Another partition has no election on record; below the high watermark always counts.
+    other = LossReport(f"t{TOPIC.int:x}", 1, 9, 1, 100, 120, 130)
+    assert truncation_loss(cluster.image, other, written_in_epoch=0,
+                           below_high_watermark=False) is None  # fmt: skip
+    assert truncation_loss(cluster.image, other, written_in_epoch=0,
+                           below_high_watermark=True) == other  # fmt: skip
+    # Nothing dropped, nothing to report.
+    empty = _report(epoch, hw=130, to=130, end=130)
+    assert truncation_loss(cluster.image, empty, written_in_epoch=0,
+                           below_high_watermark=True) is None  # fmt: skip
 
 
 def test_a_report_without_a_recorded_election_is_kept_and_one_for_a_gone_topic_is_not() -> None:
@@ -164,7 +186,7 @@ def test_operators_may_delete_the_history_but_never_set_it() -> None:
     _elected_uncleanly(cluster)
     image = cluster.image
     name = image.topics_by_id[TOPIC].name
-    value = image.configs[(CONFIG_RESOURCE_TOPIC, name)][UNCLEAN_ELECTIONS_CONFIG]
+    assert image.configs[(CONFIG_RESOURCE_TOPIC, name)][UNCLEAN_ELECTIONS_CONFIG]
     for outcome in (
         alter_topic_configs(image, name, [(UNCLEAN_ELECTIONS_CONFIG, "[]")], ANY),
         incremental_alter_topic_configs(
@@ -183,4 +205,3 @@ def test_operators_may_delete_the_history_but_never_set_it() -> None:
     assert deleted.error_code == ErrorCode.NONE
     cluster.apply(deleted.records)
     assert _history(cluster.image) == []
-    assert value  # it was there before the acknowledgement

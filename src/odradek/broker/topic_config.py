@@ -212,7 +212,7 @@ _TOPIC_KEYS: Final = [
            _same("unclean.leader.election.enable")),
     # Odradek's own: the history of unclean elections, written by the controller only.
     _topic(UNCLEAN_ELECTIONS_CONFIG, ConfigType.STRING, "",
-           "Unclean elections of this topic and the acknowledged records they lost "
+           "Unclean elections of this topic and the records they dropped "
            "(JSON, written by the controller; delete it to acknowledge them).", ()),
 ]
 # fmt: on

@@ -25,9 +25,9 @@ from __future__ import annotations
 import asyncio
 import datetime
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 import click
 
@@ -63,6 +63,7 @@ MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION: Final = "unclean.leader.election.enable"
 
 QuorumStatus = Literal["ok", "stalled", "unknown"]
+T = TypeVar("T")
 
 
 # ---------------------------------------------------------------------------------------
@@ -436,6 +437,17 @@ def _address(text: str) -> tuple[str, int]:
     return host.strip("[]"), int(port)
 
 
+def _ask(bootstrap_server: str, ask: Callable[[tuple[str, int]], Coroutine[Any, Any, T]]) -> T:
+    """Run one conversation with the broker; exit 2 when it cannot be had."""
+    address = _address(bootstrap_server)
+    try:
+        return asyncio.run(ask(address))
+    except PeerUnavailable as e:
+        raise ConnectionFailed(f"cannot ask the broker: {e}") from None
+    except TimeoutError:
+        raise ConnectionFailed(f"{bootstrap_server}: no answer in {TIMEOUT_S:g} s") from None
+
+
 async def gather_health(address: tuple[str, int]) -> HealthReport:
     peer = PeerConnection(*address, client_id="odradek-cluster-health")
     try:
@@ -505,13 +517,7 @@ def health(ctx: click.Context, bootstrap_server: str, as_json: bool) -> None:
     """Offline, under-min-ISR and under-replicated partitions, unclean elections and their
     loss, the metadata quorum, and unsafe topic configs. Exit status 0 when there is no
     alarm, 1 when there is one, 2 when the broker cannot be asked."""
-    address = _address(bootstrap_server)
-    try:
-        report = asyncio.run(gather_health(address))
-    except PeerUnavailable as e:
-        raise ConnectionFailed(f"cannot ask the broker: {e}") from None
-    except TimeoutError:
-        raise ConnectionFailed(f"{bootstrap_server}: no answer in {TIMEOUT_S:g} s") from None
+    report = _ask(bootstrap_server, gather_health)
     if as_json:
         click.echo(json.dumps(report_as_dict(report), indent=2))
     else:
@@ -527,13 +533,7 @@ def acknowledge_unclean_elections(bootstrap_server: str, topics: tuple[str, ...]
     """Clear a topic's record of unclean elections once the loss has been dealt with
     (the dropped records are in the quarantine of the brokers that reported them:
     ``odradek quarantine list``). Deletes the topic config odradek.unclean.elections."""
-    address = _address(bootstrap_server)
-    try:
-        failures = asyncio.run(_acknowledge(address, topics))
-    except PeerUnavailable as e:
-        raise ConnectionFailed(f"cannot ask the broker: {e}") from None
-    except TimeoutError:
-        raise ConnectionFailed(f"{bootstrap_server}: no answer in {TIMEOUT_S:g} s") from None
+    failures = _ask(bootstrap_server, lambda address: _acknowledge(address, topics))
     for topic in topics:
         if topic in failures:
             click.echo(f"{topic}: not acknowledged: {failures[topic]}", err=True)

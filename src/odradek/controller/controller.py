@@ -123,8 +123,8 @@ class QuorumControllerState:
         self, request: BrokerHeartbeatRequest, next_offset: int, now_ms: int
     ) -> ControllerResult[BrokerHeartbeatResponse]:
         """BrokerHeartbeat; ``next_offset`` is where the first record will go. Loss
-        reports in Odradek's tagged field (a broker that truncated acknowledged records
-        after an unclean election) go into their topics' histories."""
+        reports in Odradek's tagged field (a broker that dropped records an unclean
+        election gave up) go into their topics' histories."""
         outcome = self.heartbeats.heartbeat(self.image, request, now_ms, next_offset)
         records: list[ControllerRecord] = list(outcome.records)
         if outcome.response.error_code == ErrorCode.NONE:

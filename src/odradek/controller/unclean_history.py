@@ -42,9 +42,9 @@ __all__ = [
     "encode_loss_reports",
     "history_records",
     "loss_records",
-    "newest_unclean_epoch",
     "parse_history",
     "render_history",
+    "truncation_loss",
 ]
 
 UNCLEAN_ELECTIONS_CONFIG: Final = "odradek.unclean.elections"
@@ -229,8 +229,29 @@ def decode_loss_reports(data: bytes) -> list[LossReport]:
         return []
 
 
-def newest_unclean_epoch(image: MetadataImage, topic: str, partition: int) -> int | None:
-    """The leader epoch of the newest recorded unclean election of a partition: a replica
-    that truncates records written before it drops what that election gave up."""
-    epochs = [e.leader_epoch for e in _history(image, topic) if e.partition == partition]
-    return max(epochs, default=None)
+def truncation_loss(
+    image: MetadataImage,
+    report: LossReport,
+    *,
+    written_in_epoch: int,
+    below_high_watermark: bool,
+) -> LossReport | None:
+    """``report`` if a follower's truncation (described by it) dropped what the
+    partition gave up, else None.
+
+    That is the case when it truncated below its high watermark (records acknowledged
+    for certain: only an unclean history leads there), or when it dropped records
+    written in an epoch older than the partition's newest recorded unclean election
+    (``written_in_epoch``, the epoch of the first dropped record): records of the old
+    ISR's history that the new leader lacks. An ordinary truncation of an uncommitted
+    tail after a clean election is neither."""
+    if report.log_end <= report.truncated_to:
+        return None
+    if below_high_watermark:
+        return report
+    epochs = [
+        e.leader_epoch for e in _history(image, report.topic) if e.partition == report.partition
+    ]
+    if epochs and written_in_epoch < max(epochs):
+        return report
+    return None

@@ -170,8 +170,8 @@ class BrokerLifecycle:
 
     def report_loss(self, report: LossReport) -> None:
         """Tell the active controller, with the next heartbeat, that this broker dropped
-        acknowledged records (held in memory: after a crash the quarantine still has
-        them, and the truncation's log line)."""
+        records an unclean election gave up (held in memory: after a crash the
+        quarantine still has them, and the truncation's log line)."""
         self._loss_reports.append(report)
 
     async def _heartbeat(self, address: tuple[str, int]) -> None:

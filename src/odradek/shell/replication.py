@@ -28,7 +28,7 @@ from odradek.broker.partition import LocalPartition, LogEpochs, registration_of
 from odradek.broker.state import BrokerState
 from odradek.controller.elr import min_insync_replicas
 from odradek.controller.image import CONFIG_RESOURCE_BROKER, PartitionImage
-from odradek.controller.unclean_history import LossReport, newest_unclean_epoch
+from odradek.controller.unclean_history import LossReport, truncation_loss
 from odradek.core.errors import LogOfflineError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import AlterPartitionRequest, FetchRequest
@@ -405,23 +405,24 @@ class ReplicationService:
             written_in = log_.epochs.epoch_for_offset(decision.offset)
             log_end = log_.log_end_offset
             moved = log_.truncate_to(decision.offset, now, f"replication: {decision.reason}")
-            unclean = newest_unclean_epoch(self.state.image, partition.topic, partition.index)
-            if decision.below_high_watermark or (
-                unclean is not None and written_in < unclean and log_end > decision.offset
-            ):
-                # Records the partition's new history lacks: the controller keeps the
-                # count with the election, and `cluster health` shows it.
-                self.report_loss(
-                    LossReport(
-                        topic=partition.topic,
-                        partition=partition.index,
-                        leader_epoch=follower.leader_epoch,
-                        broker=self.node_id,
-                        high_watermark=high_watermark,
-                        truncated_to=decision.offset,
-                        log_end=log_end,
-                    )
-                )
+            loss = truncation_loss(
+                self.state.image,
+                LossReport(
+                    topic=partition.topic,
+                    partition=partition.index,
+                    leader_epoch=follower.leader_epoch,
+                    broker=self.node_id,
+                    high_watermark=high_watermark,
+                    truncated_to=decision.offset,
+                    log_end=log_end,
+                ),
+                written_in_epoch=written_in,
+                below_high_watermark=decision.below_high_watermark,
+            )
+            if loss is not None:
+                # The controller keeps the count with the election; `cluster health`
+                # shows it.
+                self.report_loss(loss)
             if decision.below_high_watermark:
                 # Only an unclean election leads here: these records were acknowledged
                 # (below our high watermark) and the partition's new history lacks them.

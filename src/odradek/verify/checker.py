@@ -30,7 +30,7 @@ from odradek.testing.produce_history import (
 )
 from odradek.verify.history import FAIL, INFO, INVOKE, OK, Op
 
-__all__ = ["Verdict", "judge"]
+__all__ = ["Verdict", "final_read_of", "judge"]
 
 EXAMPLES = 10
 """How many examples of each anomaly the summary keeps (the report holds them all)."""
@@ -115,12 +115,22 @@ class Verdict:
         }
 
 
+def final_read_of(ops: Iterable[Op]) -> dict[int, list[tuple[int, str]]] | None:
+    """The final read's ``partition -> [(offset, value)]``, or None when it did not end."""
+    final = None
+    for op in ops:
+        if op.f == "read" and op.type == OK:
+            final = {int(p): [(int(o), str(v)) for o, v in read] for p, read in op.value.items()}
+    return final
+
+
 def judge(ops: Iterable[Op], start_s: float, end_s: float) -> Verdict:
     """Judge a history; ``[start_s, end_s]`` is the span availability is measured over
     (the workload's produce phase)."""
     histories: dict[int, ProduceHistory] = {}
     polls: list[Poll] = []
-    final: dict[int, list[tuple[int, str]]] | None = None
+    ops = list(ops)
+    final = final_read_of(ops)
     attempts = failed = 0
     acknowledged_at: list[float] = []
     idempotent = True
@@ -146,8 +156,6 @@ def judge(ops: Iterable[Op], start_s: float, end_s: float) -> Verdict:
             polls += [
                 Poll(op.process, op.generation, int(p), int(o), str(v)) for p, o, v in op.records
             ]
-        elif op.f == "read" and op.type == OK:
-            final = {int(p): [(int(o), str(v)) for o, v in read] for p, read in op.value.items()}
     read = final or {}
     lost: list[str] = []
     duplicated: list[str] = []

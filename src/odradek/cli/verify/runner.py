@@ -35,7 +35,7 @@ from odradek.cli.verify.workload import (
 )
 from odradek.shell.peer_client import PeerUnavailable
 from odradek.verify import nemesis as n
-from odradek.verify.checker import Verdict, judge
+from odradek.verify.checker import Verdict, final_read_of, judge
 from odradek.verify.history import FAIL, INFO, INVOKE, NEMESIS, OK, Op, dumps
 from odradek.verify.netrules import NetworkState, between, one_way
 from odradek.verify.provenance import classify, duplicate_offsets
@@ -193,10 +193,7 @@ def duplicate_causes(
 ) -> dict[str, tuple[str, list[str]]]:
     """``value -> (cause, report lines)`` for each duplicated value: which batch (producer
     id, epoch, sequence) wrote each copy, read from the nodes' logs."""
-    final: dict[int, list[tuple[int, str]]] = {}
-    for op in ops:
-        if op.f == "read" and op.type == OK and isinstance(op.value, dict):
-            final = {int(p): [(int(o), str(v)) for o, v in pairs] for p, pairs in op.value.items()}
+    final = final_read_of(ops) or {}
     data_dirs = [proc.dir / "data" for _, proc in sorted(nodes.procs.items())]
     causes: dict[str, tuple[str, list[str]]] = {}
     for value, (partition, offsets) in sorted(duplicate_offsets(final, duplicated).items()):
