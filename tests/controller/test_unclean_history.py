@@ -91,6 +91,20 @@ def test_loss_reports_complete_the_election_whose_epoch_the_broker_followed() ->
     assert loss_records(cluster.image, [_report(epoch, broker=1, hw=124, to=120)]) == []
 
 
+def test_a_broker_that_truncates_twice_for_one_election_counts_both() -> None:
+    cluster = Cluster()
+    _elected_uncleanly(cluster)
+    epoch = cluster.get(0).leader_epoch
+    # It dropped 120..130, restarted with an older checkpoint and dropped 110..120 too:
+    # other records each time, so both count, and the later report replaces nothing.
+    cluster.apply(loss_records(cluster.image, [_report(epoch, broker=1, hw=130, to=120)]))
+    cluster.apply(loss_records(cluster.image, [_report(epoch, broker=1, hw=115, to=110, end=120)]))
+    cluster.apply(loss_records(cluster.image, [_report(epoch, broker=4, hw=129, to=115, end=129)]))
+    [election] = _history(cluster.image)
+    assert [(r.broker, r.dropped) for r in election.losses] == [(1, 10), (1, 10), (4, 14)]
+    assert (election.estimated_lost, election.acknowledged_lost) == (20, 15)
+
+
 def test_which_truncations_are_losses() -> None:
     cluster = Cluster()
     _elected_uncleanly(cluster)

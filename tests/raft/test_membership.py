@@ -384,3 +384,47 @@ def test_an_observer_that_loses_the_leader_mid_snapshot_fetches_again() -> None:
     assert observer.leader is None
     ready = observer.tick(later + 1000)
     assert [type(m) for _, m in ready.messages] == [FetchRequest]
+
+
+def _observer_fetch(leader: RaftNode, key: ReplicaKey, offset: int, now: int) -> None:
+    last = leader.log.entry_at(offset - 1)
+    request = FetchRequest(leader.epoch, key, offset, last.epoch if last else 0, request_id=now)
+    leader.step(request, key.node_id, now)
+
+
+def test_add_voter_accepts_an_observer_that_trails_a_leader_that_keeps_appending() -> None:
+    # Kafka's rule: caught up means the replica reached the leader's log end at a fetch
+    # within the fetch timeout. A leader that appends between every two fetches never
+    # sees the replica at its log end; reaching the end of the previous fetch counts.
+    c = Cluster(1)
+    c.advance(2 * ET)
+    leader = c.leader()
+    new = voter(2)
+    for i in range(4):
+        offset = leader.log.end_offset()
+        leader.propose([f"r{i}".encode()], c.now)
+        c.now += 50
+        _observer_fetch(leader, new.key, offset, c.now)
+    assert leader.describe(c.now).observers[0].log_end_offset < leader.high_watermark
+    outcome = leader.add_voter(new, c.now)
+    assert outcome.error == ErrorCode.NONE, outcome.message
+
+
+def test_add_voter_refuses_an_observer_that_falls_further_behind() -> None:
+    c = Cluster(1)
+    c.advance(2 * ET)
+    leader = c.leader()
+    new = voter(2)
+    start = leader.log.end_offset()
+    for i in range(4):
+        leader.propose([f"a{i}".encode()], c.now)
+        leader.propose([f"b{i}".encode()], c.now)
+        c.now += 50
+        # Each fetch gains one batch while the leader appends two.
+        _observer_fetch(leader, new.key, start + i, c.now)
+    outcome = leader.add_voter(new, c.now)
+    assert outcome.error == ErrorCode.REQUEST_TIMED_OUT
+    # Caught up once, then silent past the fetch timeout: refused again.
+    _observer_fetch(leader, new.key, leader.log.end_offset(), c.now)
+    assert leader.add_voter(new, c.now + FT).error == ErrorCode.REQUEST_TIMED_OUT
+    assert leader.add_voter(new, c.now + FT - 1).error == ErrorCode.NONE

@@ -366,7 +366,7 @@ def _election_line(topic: str, e: UncleanElection) -> str:
     if e.estimated_lost is None:
         lost = "loss unknown until a replica of the old ISR returns"
     else:
-        reporters = ",".join(str(r.broker) for r in e.losses)
+        reporters = ",".join(str(b) for b in sorted({r.broker for r in e.losses}))
         lost = (
             f"{e.estimated_lost} records dropped, at least {e.acknowledged_lost} of them "
             f"acknowledged (reported by broker {reporters}; in their quarantine)"

@@ -11,9 +11,9 @@ must be able to say "seen". So the history is one topic config,
   leader, its leader epoch, time) in the same commit as the ``PartitionChangeRecord``;
 * a broker that truncates records the new history lacks, either below its high
   watermark (acknowledged for certain) or written before a recorded unclean election of
-  the partition, reports a :class:`LossReport` in its next heartbeat (Odradek's tagged
-  field :data:`LOSS_REPORTS_TAG`); the controller adds it to the election whose epoch the
-  broker followed.
+  the partition, reports a :class:`LossReport` in a heartbeat sent at once (Odradek's
+  tagged field :data:`LOSS_REPORTS_TAG`) and fetches that partition again only once it
+  is recorded; the controller adds it to the election whose epoch the broker followed.
 
 The value is JSON, a list of elections, the newest :data:`KEEP` per topic. Deleting the
 key (IncrementalAlterConfigs DELETE) is the operator's acknowledgement; nothing else
@@ -25,7 +25,7 @@ Pure: images and values go in, ``ConfigRecord`` values come out.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Final
 
@@ -94,18 +94,22 @@ class UncleanElection:
     @property
     def estimated_lost(self) -> int | None:
         """The records this election dropped, as far as known: every replica of the old
-        ISR held the acknowledged ones, so the largest reported truncation; None while
-        no replica has reported."""
-        if not self.losses:
-            return None
-        return max(report.dropped for report in self.losses)
+        ISR held the acknowledged ones, so the most any one broker reported (the sum of
+        its truncations: each drops other records); None while no replica has reported."""
+        return self._most_by_one_broker(lambda report: report.dropped)
 
     @property
     def acknowledged_lost(self) -> int | None:
         """Of :attr:`estimated_lost`, the records certainly acknowledged (a lower bound)."""
+        return self._most_by_one_broker(lambda report: report.acknowledged)
+
+    def _most_by_one_broker(self, count: Callable[[LossReport], int]) -> int | None:
         if not self.losses:
             return None
-        return max(report.acknowledged for report in self.losses)
+        by_broker: dict[int, int] = {}
+        for report in self.losses:
+            by_broker[report.broker] = by_broker.get(report.broker, 0) + count(report)
+        return max(by_broker.values())
 
 
 def parse_history(value: str | None) -> list[UncleanElection]:
@@ -206,8 +210,7 @@ def loss_records(image: MetadataImage, reports: Iterable[LossReport]) -> list[Co
         election = history[index]
         if report in election.losses:
             continue
-        others = tuple(r for r in election.losses if r.broker != report.broker)
-        history[index] = replace(election, losses=(*others, report))
+        history[index] = replace(election, losses=(*election.losses, report))
     changed = {
         name: elections
         for name, elections in histories.items()

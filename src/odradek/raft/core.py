@@ -83,6 +83,10 @@ class ReplicaProgress:
     end_offset: int = 0  # the log end offset it proved to share with the leader
     last_fetch_ms: int | None = None
     last_caught_up_ms: int | None = None
+    # The leader's log end when this replica last fetched: a fetch that reaches it
+    # proves the replica was caught up at that earlier fetch (Kafka's rule), so a
+    # replica of a leader that appends steadily still counts as caught up.
+    leader_end_at_last_fetch: int | None = None
     sent_high_watermark: int = -1
 
 
@@ -270,11 +274,13 @@ class RaftNode:
                 ErrorCode.REQUEST_TIMED_OUT,
                 f"replica {voter.node_id}/{voter.directory_id} is not fetching from the leader",
             )
-        recent = (
-            progress.last_fetch_ms is not None
-            and now_ms - progress.last_fetch_ms < self.fetch_timeout_ms
+        # Kafka's rule: caught up means it reached our log end at some fetch within the
+        # fetch timeout. Its log end right now may trail a leader that keeps appending.
+        caught_up = (
+            progress.last_caught_up_ms is not None
+            and now_ms - progress.last_caught_up_ms < self.fetch_timeout_ms
         )
-        if not recent or progress.end_offset < self.high_watermark:
+        if not caught_up:
             return VoterChangeOutcome(
                 ErrorCode.REQUEST_TIMED_OUT,
                 f"replica {voter.node_id} has not caught up (log end {progress.end_offset}, "
@@ -974,6 +980,7 @@ class RaftNode:
             # A new replica, or a replaced disk: nothing it held before counts.
             progress = ReplicaProgress(request.replica)
             self._progress[sender] = progress
+        previous_fetch_ms = progress.last_fetch_ms
         progress.last_fetch_ms = now_ms
         self._fetched_this_epoch.add(sender)
         self._parked.pop(sender, None)
@@ -983,8 +990,16 @@ class RaftNode:
         # A valid fetch proves the fetcher's log equals ours below fetch_offset.
         if request.fetch_offset > progress.end_offset:
             progress.end_offset = request.fetch_offset
-        if request.fetch_offset >= self.high_watermark:
+        leader_end = self.log.end_offset()
+        if request.fetch_offset >= leader_end:
             progress.last_caught_up_ms = now_ms
+        elif (
+            progress.leader_end_at_last_fetch is not None
+            and previous_fetch_ms is not None
+            and request.fetch_offset >= progress.leader_end_at_last_fetch
+        ):
+            progress.last_caught_up_ms = max(progress.last_caught_up_ms or 0, previous_fetch_ms)
+        progress.leader_end_at_last_fetch = leader_end
         if sender in self.voters.ids:
             self._advance_leader_high_watermark(now_ms)
             if self.state is not State.LEADER:

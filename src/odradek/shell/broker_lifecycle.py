@@ -11,6 +11,7 @@ joins quickly; afterwards every ``broker.heartbeat.interval.ms``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable
@@ -62,7 +63,10 @@ class BrokerLifecycle:
         self.fenced = True
         self.unfenced = asyncio.Event()
         self._peers = PeerPool(f"broker-{broker_id}")
-        self._loss_reports: list[LossReport] = []
+        # Reports not yet committed by the controller, each with the event its
+        # partition's fetcher waits on (see :meth:`report_loss`).
+        self._loss_reports: list[tuple[LossReport, asyncio.Event]] = []
+        self._wake = asyncio.Event()
 
     async def run(self) -> None:
         while True:
@@ -74,14 +78,19 @@ class BrokerLifecycle:
                         await self._register(address)
                     else:
                         await self._heartbeat(address)
-                    if not self.fenced:
+                    if not self.fenced and not self._loss_reports:
+                        # (A report not yet recorded is tried again soon: its replica
+                        # waits for it.)
                         delay_ms = self.heartbeat_interval_ms
                 except (PeerUnavailable, TimeoutError) as e:
                     # Try again soon: the controller fences a broker whose heartbeat
                     # connection closed unless it hears from it again within
                     # broker.session.connection.loss.ms.
                     log.debug("controller %s unreachable: %s", address, e)
-            await asyncio.sleep(delay_ms / 1000)
+            # A loss report wakes the loop early: its replica waits for it to be recorded.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), delay_ms / 1000)
+            self._wake.clear()
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Ask the controller to move leadership off this broker before it stops
@@ -168,14 +177,21 @@ class BrokerLifecycle:
         log.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
         await self._heartbeat(address)
 
-    def report_loss(self, report: LossReport) -> None:
-        """Tell the active controller, with the next heartbeat, that this broker dropped
-        records an unclean election gave up (held in memory: after a crash the
-        quarantine still has them, and the truncation's log line)."""
-        self._loss_reports.append(report)
+    def report_loss(self, report: LossReport) -> asyncio.Event:
+        """Tell the active controller, with a heartbeat sent now, that this broker
+        dropped records an unclean election gave up. The returned event is set once
+        the controller has committed the report: the replica fetches again only then,
+        so a partition is fully in sync again only when its record of losses is whole.
+        (Held in memory: after a crash the quarantine still has the records, and the
+        truncation's log line.)"""
+        delivered = asyncio.Event()
+        self._loss_reports.append((report, delivered))
+        self._wake.set()
+        return delivered
 
     async def _heartbeat(self, address: tuple[str, int]) -> None:
-        reports = list(self._loss_reports)
+        pending = list(self._loss_reports)
+        reports = [report for report, _ in pending]
         request = BrokerHeartbeatRequest(
             broker_id=self.broker_id,
             broker_epoch=self.broker_epoch,
@@ -189,9 +205,11 @@ class BrokerLifecycle:
         response = await self._peer(address).request(
             request, HEARTBEAT_VERSION, self.request_timeout_ms / 1000
         )
-        if response.error_code == ErrorCode.NONE and reports:
+        if response.error_code == ErrorCode.NONE and pending:
             # Answered after the controller committed them.
-            del self._loss_reports[: len(reports)]
+            del self._loss_reports[: len(pending)]
+            for _, delivered in pending:
+                delivered.set()
         if response.error_code == ErrorCode.STALE_BROKER_EPOCH:
             log.warning("broker epoch %d is stale; registering again", self.broker_epoch)
             self.broker_epoch = -1

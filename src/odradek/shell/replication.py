@@ -73,11 +73,16 @@ class ReplicationService:
         broker_epoch: Callable[[], int],
         controller_address: Callable[[], tuple[str, int] | None],
         wake_readers: Callable[[tuple[str, int]], None],
-        report_loss: Callable[[LossReport], None] = lambda report: None,
+        report_loss: Callable[[LossReport], asyncio.Event | None] = lambda report: None,
     ) -> None:
         self.state = state
-        # The controller adds these to the topic's record of unclean elections.
+        # The controller adds these to the topic's record of unclean elections; the
+        # event is set once it has (None: nobody to report to, nothing to wait for).
         self.report_loss = report_loss
+        # Partitions that dropped records and wait, before fetching again, for the
+        # controller to record the loss: a replica back in the ISR means the record
+        # of what its partition gave up is complete.
+        self._loss_unrecorded: dict[tuple[str, int], asyncio.Event] = {}
         self.server = server
         self.await_flush = await_flush
         self.broker_epoch = broker_epoch
@@ -255,6 +260,8 @@ class ReplicationService:
             throttled = self._throttled_partitions(now)
             for partition in self._followed_from(leader_id):
                 assert partition.follower_state is not None
+                if self._awaits_loss_record(partition.key):
+                    continue
                 if partition.key in throttled and not self.throttle.allows(now):
                     continue  # the catch-up budget is spent: the others go on alone
                 fetch = partition.follower_state.next_fetch(now)
@@ -287,6 +294,15 @@ class ReplicationService:
                 # The next fetch reports these offsets to the leader, which counts them
                 # towards the high watermark: they must be durable here first.
                 await self.await_flush(flush_offsets)
+
+    def _awaits_loss_record(self, key: tuple[str, int]) -> bool:
+        recorded = self._loss_unrecorded.get(key)
+        if recorded is None:
+            return False
+        if recorded.is_set():
+            del self._loss_unrecorded[key]
+            return False
+        return True
 
     def _throttled_partitions(self, now: int) -> set[tuple[str, int]]:
         """The partitions this broker is being added to by a reassignment, when
@@ -421,8 +437,10 @@ class ReplicationService:
             )
             if loss is not None:
                 # The controller keeps the count with the election; `cluster health`
-                # shows it.
-                self.report_loss(loss)
+                # shows it. This replica fetches again once it is recorded.
+                recorded = self.report_loss(loss)
+                if recorded is not None and not recorded.is_set():
+                    self._loss_unrecorded[partition.key] = recorded
             if decision.below_high_watermark:
                 # Only an unclean election leads here: these records were acknowledged
                 # (below our high watermark) and the partition's new history lacks them.

@@ -51,7 +51,7 @@ from odradek.verify.topology import CLIENT_ADDRESS, Topology
 RECOVERY_TIMEOUT_S = 60.0
 FINAL_READ_TIMEOUT_S = 60.0
 ADD_VOTER_TIMEOUT_S = 30.0
-RECORD_WAIT_S = 15.0
+RECORD_WAIT_S = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,9 +215,12 @@ def duplicate_causes(
 
 
 def recorded_loss(bootstrap_servers: str) -> RecordedLoss | None:
-    """What the cluster itself recorded (``cluster health``), once every unclean
-    election has a loss report or :data:`RECORD_WAIT_S` passed: a returning replica
-    reports with its next heartbeat after it truncates. None when no broker answers."""
+    """What the cluster itself recorded (``cluster health``), once every partition is
+    fully replicated again and every unclean election has a loss report, or after
+    :data:`RECORD_WAIT_S`. A replica that dropped records fetches again only after the
+    controller recorded its report, so a full ISR means a complete record; a returning
+    replica may take a while to get there (its connections to the leaders time out
+    first). None when no broker answers."""
     deadline = time.monotonic() + RECORD_WAIT_S
     while True:
         report = None
@@ -232,7 +235,8 @@ def recorded_loss(bootstrap_servers: str) -> RecordedLoss | None:
             return None
         elections = [e for _, e in report.unclean_elections]
         unreported = sum(1 for e in elections if e.estimated_lost is None)
-        if not unreported or time.monotonic() >= deadline:
+        settled = not (report.offline or report.under_replicated or unreported)
+        if settled or time.monotonic() >= deadline:
             return RecordedLoss(
                 unclean_elections=len(elections),
                 dropped=sum(e.estimated_lost or 0 for e in elections),
