@@ -215,8 +215,9 @@ def duplicate_causes(
 
 
 def recorded_loss(bootstrap_servers: str) -> RecordedLoss | None:
-    """What the cluster itself recorded (``cluster health``), once every partition is
-    fully replicated again and every unclean election has a loss report, or after
+    """What the cluster itself recorded (``cluster health``): at once when it has no
+    unclean election; otherwise once every partition is fully replicated again and
+    every unclean election has a loss report, or after
     :data:`RECORD_WAIT_S`. A replica that dropped records fetches again only after the
     controller recorded its report, so a full ISR means a complete record; a returning
     replica may take a while to get there (its connections to the leaders time out
@@ -235,7 +236,8 @@ def recorded_loss(bootstrap_servers: str) -> RecordedLoss | None:
             return None
         elections = [e for _, e in report.unclean_elections]
         unreported = sum(1 for e in elections if e.estimated_lost is None)
-        settled = not (report.offline or report.under_replicated or unreported)
+        # Without an unclean election there is nothing a returning replica could add.
+        settled = not elections or not (report.offline or report.under_replicated or unreported)
         if settled or time.monotonic() >= deadline:
             return RecordedLoss(
                 unclean_elections=len(elections),
