@@ -256,17 +256,8 @@ class ReplicationService:
         max_bytes = self.server.replica_fetch_max_bytes
         while True:
             now = now_ms()
-            fetches: dict[tuple[str, int], tuple[LocalPartition, FollowerFetch]] = {}
             throttled = self._throttled_partitions(now)
-            for partition in self._followed_from(leader_id):
-                assert partition.follower_state is not None
-                if self._awaits_loss_record(partition.key):
-                    continue
-                if partition.key in throttled and not self.throttle.allows(now):
-                    continue  # the catch-up budget is spent: the others go on alone
-                fetch = partition.follower_state.next_fetch(now)
-                if fetch is not None:
-                    fetches[partition.key] = (partition, fetch)
+            fetches = self.next_fetches(leader_id, now, throttled)
             address = self._broker_address(leader_id)
             if not fetches or address is None or self.broker_epoch() < 0:
                 for partition, fetch in fetches.values():
@@ -294,6 +285,24 @@ class ReplicationService:
                 # The next fetch reports these offsets to the leader, which counts them
                 # towards the high watermark: they must be durable here first.
                 await self.await_flush(flush_offsets)
+
+    def next_fetches(
+        self, leader_id: int, now: int, throttled: set[tuple[str, int]]
+    ) -> dict[tuple[str, int], tuple[LocalPartition, FollowerFetch]]:
+        """What the next fetch from ``leader_id`` asks for: every followed partition
+        whose follower wants a fetch, but none that waits for its loss report to be
+        recorded, and no throttled one once the catch-up budget is spent."""
+        fetches: dict[tuple[str, int], tuple[LocalPartition, FollowerFetch]] = {}
+        for partition in self._followed_from(leader_id):
+            assert partition.follower_state is not None
+            if self._awaits_loss_record(partition.key):
+                continue
+            if partition.key in throttled and not self.throttle.allows(now):
+                continue  # the catch-up budget is spent: the others go on alone
+            fetch = partition.follower_state.next_fetch(now)
+            if fetch is not None:
+                fetches[partition.key] = (partition, fetch)
+        return fetches
 
     def _awaits_loss_record(self, key: tuple[str, int]) -> bool:
         recorded = self._loss_unrecorded.get(key)
