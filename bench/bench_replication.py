@@ -777,6 +777,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--failover-rounds", type=int, help="leader kills (default 2; quick 1)")
     p.add_argument("--keep", action="store_true", help="keep the data dir and node logs")
     p.add_argument("--skip", default="", help="comma list of: produce,latency,failover")
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a server.properties line for every node (repeatable), to compare settings",
+    )
     args = p.parse_args(argv)
     args.runs = args.runs or (1 if args.quick else 2)
     args.duration = args.duration or (3.0 if args.quick else 10.0)
@@ -801,12 +808,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows: list[str] = []
     notes: list[str] = []
     try:
-        cluster = cluster_class(root, size=NODES)
+        extra = "".join(f"{line}\n" for line in args.set)
+        cluster = cluster_class(root, size=NODES, extra=extra)
         config = ServerConfig.load(cluster.nodes[0].config.read_text())
         shown = {k: config.get(k) for k in TIMEOUT_KEYS}
         if shown.get("min.insync.replicas") is None:
             shown["min.insync.replicas"] = "unset (a majority: 2)"
-        print("configuration (all defaults): " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+        label = "configuration (all defaults)" if not args.set else "configuration"
+        print(f"{label}: " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+        if args.set:
+            print("set on every node: " + ", ".join(args.set))
         print(
             f"runs per measurement: {args.runs}; measured window {args.duration:g} s after "
             f"{args.warmup:g} s warm-up; producer linger.ms={args.linger_ms}, "
