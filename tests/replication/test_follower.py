@@ -321,6 +321,20 @@ def test_a_lost_fetch_backs_off() -> None:
     assert follower.next_fetch(10) is None
 
 
+def test_a_partition_an_incremental_answer_left_out_fetches_again_without_a_pause() -> None:
+    follower = make_follower(FakeLog([], end=4), high_watermark=4)
+    request = fetch(follower)
+    assert follower.on_fetch_unchanged(request).action is FollowerAction.FETCH
+    assert follower.high_watermark == 4
+    again = follower.next_fetch(10)
+    assert again == request  # same position, at once: no backoff
+    stale = FollowerFetch(
+        leader_id=0, current_leader_epoch=4, fetch_offset=4, last_fetched_epoch=-1
+    )
+    assert follower.on_fetch_unchanged(stale).action is FollowerAction.IGNORE
+    assert follower.next_fetch(10) is None  # ``again`` is still in flight
+
+
 def test_offset_out_of_range_asks_for_the_leaders_offsets() -> None:
     log = FakeLog([(1, 0)], end=5)
     follower = make_follower(log, high_watermark=5)

@@ -630,6 +630,9 @@ _SERVER_KEYS: Final = [
          "SO_RCVBUF of follower connections."),
     _key("num.replica.fetchers", _I, 1, "Fetcher connections per source broker.",
          dynamic=True),
+    _key("max.incremental.fetch.session.cache.slots", _I, 1000,
+         "Incremental fetch sessions (KIP-227) a broker keeps; 0 turns them off.",
+         validator=_NON_NEGATIVE),
     _key("replica.high.watermark.checkpoint.interval.ms", _L, 5000,
          "How often the high watermark checkpoint is written."),
     # --- Groups and offsets ------------------------------------------------------------
@@ -1159,6 +1162,10 @@ class ServerConfig:
     @property
     def replica_fetch_wait_max_ms(self) -> int:
         return self._int("replica.fetch.wait.max.ms")
+
+    @property
+    def max_incremental_fetch_session_cache_slots(self) -> int:
+        return self._int("max.incremental.fetch.session.cache.slots")
 
     @property
     def num_replica_fetchers(self) -> int:

@@ -5,14 +5,16 @@ shell sends with ``sendfile`` where the socket allows; no batch is copied in Pyt
 the way. A fetch that finds fewer than ``min_bytes`` waits (``AwaitData``) until new
 data is readable or ``max_wait_ms`` passes, and is then answered from scratch.
 
-Fetch sessions (KIP-227) are not kept: a session id of 0 in the answer tells the client
-to send full fetch requests, which every client supports.
+Fetch sessions (KIP-227, :mod:`odradek.broker.fetch_session`) serve consumers and
+followers alike: the session is resolved once per request, the partitions read are the
+session's, and the answer leaves out what the client has already heard.
 """
 
 from __future__ import annotations
 
 from odradek.broker import replica_fetch
 from odradek.broker.effects import AwaitData, Outcome, Reply
+from odradek.broker.fetch_session import FetchContext
 from odradek.broker.leader_hints import leader_hint
 from odradek.broker.partition import leader_epoch_error
 from odradek.broker.state import BrokerState
@@ -33,21 +35,31 @@ NODE_ENDPOINTS_VERSION = 16
 
 
 def handle_fetch(state: BrokerState, header: RequestHeader, request: FetchRequest) -> Outcome:
+    version = header.request_api_version
+    replica = replica_fetch.replica_of(version, request)
+    context = state.fetch_sessions.context(request, version, replica, state.now_ms, state.rng)
+    if context.error != ErrorCode.NONE:
+        return Reply(FetchResponse(error_code=context.error, session_id=0))
     deadline = state.now_ms + max(request.max_wait_ms, 0)
-    return _attempt(state, header.request_api_version, request, deadline, timed_out=False)
+    if replica >= 0:
+        return replica_fetch.attempt(state, version, request, context, deadline, False)
+    return _attempt(state, version, request, context, deadline, timed_out=False)
 
 
 def _attempt(
-    state: BrokerState, version: int, request: FetchRequest, deadline: int, timed_out: bool
+    state: BrokerState,
+    version: int,
+    request: FetchRequest,
+    context: FetchContext,
+    deadline: int,
+    timed_out: bool,
 ) -> Outcome:
-    if replica_fetch.replica_of(version, request) >= 0:
-        return replica_fetch.attempt(state, version, request, deadline, timed_out)
     total = 0
     budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
     responses: list[FetchableTopicResponse] = []
     endpoints: dict[int, NodeEndpoint] = {}
     watched: set[tuple[str, int]] = set()
-    for topic in request.topics:
+    for topic in context.topics:
         name = state.fetched_topic_name(topic.topic, topic.topic_id, version >= TOPIC_IDS_VERSION)
         out = FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id)
         responses.append(out)
@@ -110,9 +122,15 @@ def _attempt(
                 budget -= found_range.length
     if total >= request.min_bytes or timed_out or request.max_wait_ms <= 0 or not watched:
         nodes = list(endpoints.values()) if version >= NODE_ENDPOINTS_VERSION else []
-        return Reply(FetchResponse(responses=responses, session_id=0, node_endpoints=nodes))
+        return Reply(
+            FetchResponse(
+                responses=context.shape(responses),
+                session_id=context.session_id,
+                node_endpoints=nodes,
+            )
+        )
     return AwaitData(
         frozenset(watched),
         deadline,
-        lambda expired: _attempt(state, version, request, deadline, expired),
+        lambda expired: _attempt(state, version, request, context, deadline, expired),
     )

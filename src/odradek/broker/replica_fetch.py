@@ -11,6 +11,7 @@ answer waits for new records (``AwaitData``) up to ``max_wait_ms``.
 from __future__ import annotations
 
 from odradek.broker.effects import AwaitData, Outcome, Reply
+from odradek.broker.fetch_session import FetchContext
 from odradek.broker.leader_hints import leader_hint
 from odradek.broker.partition import LogEpochs
 from odradek.broker.state import BrokerState
@@ -36,14 +37,22 @@ def replica_of(version: int, request: FetchRequest) -> int:
 
 
 def attempt(
-    state: BrokerState, version: int, request: FetchRequest, deadline: int, timed_out: bool
+    state: BrokerState,
+    version: int,
+    request: FetchRequest,
+    context: FetchContext,
+    deadline: int,
+    timed_out: bool,
 ) -> Outcome:
+    """One attempt at answering; ``context`` holds the partitions to read (the session's,
+    for an incremental fetch: every one of them counts as fetched again, so that a
+    follower at the log end stays caught up while it names nothing new)."""
     replica = replica_of(version, request)
     total = 0
     budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
     responses: list[FetchableTopicResponse] = []
     watched: set[tuple[str, int]] = set()
-    for topic in request.topics:
+    for topic in context.topics:
         name = state.fetched_topic_name(topic.topic, topic.topic_id, version >= TOPIC_IDS_VERSION)
         out = FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id)
         responses.append(out)
@@ -109,9 +118,11 @@ def attempt(
                 total += found_range.length
                 budget -= found_range.length
     if total >= max(request.min_bytes, 1) or timed_out or request.max_wait_ms <= 0 or not watched:
-        return Reply(FetchResponse(responses=responses, session_id=0))
+        return Reply(
+            FetchResponse(responses=context.shape(responses), session_id=context.session_id)
+        )
     return AwaitData(
         frozenset(watched),
         deadline,
-        lambda expired: attempt(state, version, request, deadline, expired),
+        lambda expired: attempt(state, version, request, context, deadline, expired),
     )

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.partition import LocalPartition
 from odradek.controller.image import MetadataImage
 
@@ -29,6 +30,8 @@ class BrokerSettings:
     auto_create_topics: bool = True
     message_max_bytes: int = 1_048_588
     flush_before_ack: bool = True
+    fetch_session_cache_slots: int = 1000
+    """``max.incremental.fetch.session.cache.slots``."""
     is_broker: bool = True
     """False on a controller-only node, which runs forwarded admin requests but hosts no
     partitions: it must never place replicas on itself."""
@@ -56,6 +59,8 @@ class BrokerState:
     shell completes acks=all produces and wakes consumers waiting on it."""
     records_appended: Callable[[tuple[str, int]], None] = _ignore
     """Called when a leader appended records: the shell wakes followers' fetches."""
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
+    """Incremental fetch sessions (KIP-227) of consumers and followers."""
 
     def fetched_topic_name(self, name: str, topic_id: uuid.UUID, by_id: bool) -> str:
         """The topic a Fetch names: by id from v13 on (empty when unknown), else by name."""

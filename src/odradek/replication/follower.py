@@ -22,7 +22,9 @@ How the shell drives one ``PartitionFollower``:
    offset, last fetched epoch, current leader epoch), or ``None`` (one is in flight,
    backing off, waiting for metadata or for the leader's offsets).
 2. Its answer: ``on_fetch_response(fetch, partition, now_ms)`` with the same ``fetch``
-   value and the response's partition data; a timeout or a broken connection:
+   value and the response's partition data; an incremental answer that leaves the
+   partition out (nothing new, see :mod:`odradek.replication.fetch_session`):
+   ``on_fetch_unchanged(fetch)``; a timeout or a broken connection:
    ``on_fetch_failed(fetch, now_ms)``. Then do what the :class:`FollowerDecision` says:
 
    * ``APPEND``: append the response's records as follower (they start at the fetch
@@ -209,6 +211,15 @@ class PartitionFollower:
             return self._decision(FollowerAction.IGNORE, reason="not the fetch in flight")
         self._in_flight = None
         return self._backoff(now_ms, "fetch failed")
+
+    def on_fetch_unchanged(self, fetch: FollowerFetch) -> FollowerDecision:
+        """An incremental answer left this partition out: the leader has no records past
+        our fetch offset and nothing we have not heard (high watermark, log start, an
+        error or a diverging epoch). Fetch again, without a pause."""
+        if fetch != self._in_flight:
+            return self._decision(FollowerAction.IGNORE, reason="not the fetch in flight")
+        self._in_flight = None
+        return self._decision(FollowerAction.FETCH)
 
     def on_leader_offsets_failed(self, now_ms: int) -> FollowerDecision:
         """The ListOffsets asked for by LIST_LEADER_OFFSETS got no answer: back off, then

@@ -78,6 +78,7 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
         auto_create_topics=server.auto_create_topics_enable,
         message_max_bytes=server.message_max_bytes,
         flush_before_ack=server.flush_before_ack,
+        fetch_session_cache_slots=server.max_incremental_fetch_session_cache_slots,
         is_broker=server.is_broker,
     )
     controller_listen = controller_listeners[0] if controller_listeners else None

@@ -57,6 +57,7 @@ from odradek.broker.effects import (
     Outcome,
     Reply,
 )
+from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.partition import LocalPartition, may_take_roles
 from odradek.broker.producer_ids import ProducerIds
 from odradek.broker.router import Close, Dispatch, Respond, Router
@@ -169,7 +170,10 @@ class Node:
         self.config = config
         self.fs: FileSystem = fs or RealFileSystem()
         self.state = BrokerState(
-            settings=config.settings, image=MetadataImage(), rng=random.Random()
+            settings=config.settings,
+            image=MetadataImage(),
+            rng=random.Random(),
+            fetch_sessions=FetchSessionCache(config.settings.fetch_session_cache_slots),
         )
         self.state.validate_topic_configs = config.validate_topic_configs
         self.router = Router()

@@ -9,9 +9,10 @@ This module drives the pure replication cores (:mod:`odradek.replication.leader`
 * acks=all produces wait in :meth:`ReplicationService.await_replication` until the
   leader says they are done (in the ISR) or refused;
 * one fetcher task per source broker pulls that broker's partitions (Fetch with the
-  replica id), appends as follower, truncates on a diverging epoch, and, with
-  flush-before-ack, flushes before it asks again, so that the offset it reports is
-  durable here;
+  replica id, in an incremental fetch session, so that each request names and each
+  answer carries only the partitions that moved), appends as follower, truncates on a
+  diverging epoch, and, with flush-before-ack, flushes before it asks again, so that the
+  offset it reports is durable here;
 * an ISR ticker sends the leaders' AlterPartition proposals to the active controller.
 """
 
@@ -38,6 +39,14 @@ from odradek.protocol.messages.alter_partition_response import (
     PartitionData as AlterPartitionResponsePartition,
 )
 from odradek.protocol.messages.fetch_response import PartitionData as FetchResponsePartition
+from odradek.replication.fetch_session import (
+    FINAL_EPOCH,
+    Answer,
+    FetchSessionHandler,
+    PartitionKey,
+    Position,
+    SessionRequest,
+)
 from odradek.replication.follower import (
     FollowerAction,
     FollowerDecision,
@@ -91,6 +100,8 @@ class ReplicationService:
         self.node_id = state.settings.node_id
         self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[int]]]] = {}
         self._fetchers: dict[int, asyncio.Task[None]] = {}
+        # One incremental fetch session (KIP-227) per leader fetched from.
+        self._sessions: dict[int, FetchSessionHandler] = {}
         # Fetches long-poll: ISR changes get connections of their own, not queued behind.
         self._peers = {
             "fetch": PeerPool(f"replica-{self.node_id}-fetch"),
@@ -265,22 +276,25 @@ class ReplicationService:
                     partition.follower_state.on_fetch_failed(fetch, now)
                 await asyncio.sleep(FETCHER_IDLE_S)
                 continue
-            request = self._fetch_request(fetches, wait_ms, max_bytes, throttled)
+            session = self._sessions.setdefault(leader_id, FetchSessionHandler())
+            request, asked = self._fetch_request(fetches, wait_ms, max_bytes, throttled, session)
             try:
                 response = await self._peer(address, "fetch").request(
                     request, FETCH_VERSION, (wait_ms + 30_000) / 1000
                 )
             except (PeerUnavailable, TimeoutError) as e:
                 log.debug("fetch from broker %d failed: %s", leader_id, e)
+                session.on_failure()
                 for partition, fetch in fetches.values():
                     assert partition.follower_state is not None
                     partition.follower_state.on_fetch_failed(fetch, now_ms())
                 await asyncio.sleep(FETCHER_IDLE_S)
                 continue
+            answer = session.on_answer(asked, response.error_code, response.session_id)
             charged = _records_bytes(response, fetches.keys() & throttled, self.state)
             if charged:
                 self.throttle.charge(charged, now_ms())
-            flush_offsets = self._apply_fetch(fetches, response)
+            flush_offsets = self._apply_fetch(fetches, response, answer)
             if flush_offsets:
                 # The next fetch reports these offsets to the leader, which counts them
                 # towards the high watermark: they must be durable here first.
@@ -341,38 +355,63 @@ class ReplicationService:
         wait_ms: int,
         max_bytes: int,
         throttled: set[tuple[str, int]] | None = None,
-    ) -> FetchRequest:
-        topics: dict[Any, list[fq.FetchPartition]] = {}
+        session: FetchSessionHandler | None = None,
+    ) -> tuple[FetchRequest, SessionRequest]:
+        """The Fetch for ``fetches``: with ``session`` (the leader's), an incremental one
+        when the session allows, naming only what moved; else a full one, no session."""
+        wanted: dict[PartitionKey, Position] = {}
         for partition, fetch in fetches.values():
             limited = throttled is not None and partition.key in throttled
-            topics.setdefault(partition.topic_id, []).append(
+            wanted[(partition.topic_id, partition.index)] = (
+                fetch.current_leader_epoch,
+                fetch.fetch_offset,
+                fetch.last_fetched_epoch,
+                self.throttle.max_bytes(max_bytes) if limited else max_bytes,
+            )
+        asked = (
+            session.build(wanted)
+            if session is not None
+            else SessionRequest(0, FINAL_EPOCH, wanted, [], wanted)
+        )
+        topics: dict[Any, list[fq.FetchPartition]] = {}
+        for (topic_id, index), (epoch, offset, last_epoch, limit) in asked.send.items():
+            topics.setdefault(topic_id, []).append(
                 fq.FetchPartition(
-                    partition=partition.index,
-                    current_leader_epoch=fetch.current_leader_epoch,
-                    fetch_offset=fetch.fetch_offset,
-                    last_fetched_epoch=fetch.last_fetched_epoch,
+                    partition=index,
+                    current_leader_epoch=epoch,
+                    fetch_offset=offset,
+                    last_fetched_epoch=last_epoch,
                     log_start_offset=-1,
-                    partition_max_bytes=(
-                        self.throttle.max_bytes(max_bytes) if limited else max_bytes
-                    ),
+                    partition_max_bytes=limit,
                 )
             )
-        return FetchRequest(
+        forgotten: dict[Any, list[int]] = {}
+        for topic_id, index in asked.forget:
+            forgotten.setdefault(topic_id, []).append(index)
+        request = FetchRequest(
             replica_state=fq.ReplicaState(
                 replica_id=self.node_id, replica_epoch=self.broker_epoch()
             ),
             max_wait_ms=wait_ms,
             min_bytes=1,
             max_bytes=10 * max_bytes,
+            session_id=asked.session_id,
+            session_epoch=asked.session_epoch,
             topics=[fq.FetchTopic(topic_id=t, partitions=ps) for t, ps in topics.items()],
+            forgotten_topics_data=[
+                fq.ForgottenTopic(topic_id=t, partitions=ps) for t, ps in forgotten.items()
+            ],
         )
+        return request, asked
 
     def _apply_fetch(
         self,
         fetches: dict[tuple[str, int], tuple[LocalPartition, FollowerFetch]],
         response: Any,
+        answer: Answer = Answer.FULL,
     ) -> dict[tuple[str, int], int]:
-        """Carry out each partition's decision; the offsets to flush before the next fetch."""
+        """Carry out each partition's decision; the offsets to flush before the next fetch.
+        ``answer`` says what a partition left out of the response means."""
         now = now_ms()
         by_key: dict[tuple[str, int], Any] = {}
         for topic in response.responses:
@@ -388,7 +427,10 @@ class ReplicationService:
                 continue  # the role changed while the fetch was out
             data = by_key.get(key)
             if data is None:
-                follower.on_fetch_failed(fetch, now)
+                if answer is Answer.FULL:
+                    follower.on_fetch_failed(fetch, now)
+                else:
+                    follower.on_fetch_unchanged(fetch)
                 continue
             if response.error_code != ErrorCode.NONE and data.error_code == ErrorCode.NONE:
                 data.error_code = response.error_code
