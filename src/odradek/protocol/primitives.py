@@ -11,13 +11,18 @@ Two decisions shape this module:
   produce request's batches reach the log without being copied in Python.
 * The Writer keeps large ``records`` values as separate chunks instead of copying them
   into its buffer; :meth:`Writer.chunks` hands the pieces to ``writelines``/``sendmsg``.
+
+The generated code reads and writes a run of consecutive fixed-width fields with one
+precompiled :class:`struct.Struct` (:meth:`Reader.unpack`, :meth:`Writer.pack`). Those
+two fail exactly as the field-by-field calls would: the same exception, message and
+position, so that coalescing is invisible to callers.
 """
 
 from __future__ import annotations
 
 import struct
 import uuid
-from typing import Protocol, TypeVar
+from typing import Any, NoReturn, Protocol, TypeVar
 
 from odradek.core.errors import DecodeError, EncodeError
 
@@ -52,6 +57,11 @@ _INT64 = struct.Struct(">q")
 _UINT16 = struct.Struct(">H")
 _UINT32 = struct.Struct(">I")
 _FLOAT64 = struct.Struct(">d")
+
+# The format characters that Reader.unpack and Writer.pack accept: their widths, and the
+# Writer method of each integer.
+_FIXED_SIZE = {"b": 1, "h": 2, "i": 4, "q": 8, "H": 2, "I": 4, "d": 8, "?": 1}
+_FIXED_WRITE = {"b": "int8", "h": "int16", "i": "int32", "q": "int64", "H": "uint16", "I": "uint32"}
 
 # A records value at least this large is sent as its own chunk rather than copied.
 ZERO_COPY_THRESHOLD = 4096
@@ -151,36 +161,101 @@ class Reader:
     def _need(self, n: int) -> int:
         pos = self.pos
         if n < 0 or pos + n > self.end:
-            raise DecodeError(f"need {n} bytes at position {pos}, only {self.end - pos} left")
+            self._short(n, pos)
         self.pos = pos + n
         return pos
 
+    def _short(self, n: int, pos: int) -> NoReturn:
+        raise DecodeError(f"need {n} bytes at position {pos}, only {self.end - pos} left")
+
     # Fixed-width integers ------------------------------------------------------
+    # Each checks the bounds itself rather than through _need: they are the hot path.
 
     def int8(self) -> int:
-        return int(_INT8.unpack_from(self.buf, self._need(1))[0])
+        pos = self.pos
+        if pos + 1 > self.end:
+            self._short(1, pos)
+        self.pos = pos + 1
+        value: int = _INT8.unpack_from(self.buf, pos)[0]
+        return value
 
     def int16(self) -> int:
-        return int(_INT16.unpack_from(self.buf, self._need(2))[0])
+        pos = self.pos
+        if pos + 2 > self.end:
+            self._short(2, pos)
+        self.pos = pos + 2
+        value: int = _INT16.unpack_from(self.buf, pos)[0]
+        return value
 
     def int32(self) -> int:
-        return int(_INT32.unpack_from(self.buf, self._need(4))[0])
+        pos = self.pos
+        if pos + 4 > self.end:
+            self._short(4, pos)
+        self.pos = pos + 4
+        value: int = _INT32.unpack_from(self.buf, pos)[0]
+        return value
 
     def int64(self) -> int:
-        return int(_INT64.unpack_from(self.buf, self._need(8))[0])
+        pos = self.pos
+        if pos + 8 > self.end:
+            self._short(8, pos)
+        self.pos = pos + 8
+        value: int = _INT64.unpack_from(self.buf, pos)[0]
+        return value
 
     def uint16(self) -> int:
-        return int(_UINT16.unpack_from(self.buf, self._need(2))[0])
+        pos = self.pos
+        if pos + 2 > self.end:
+            self._short(2, pos)
+        self.pos = pos + 2
+        value: int = _UINT16.unpack_from(self.buf, pos)[0]
+        return value
 
     def uint32(self) -> int:
-        return int(_UINT32.unpack_from(self.buf, self._need(4))[0])
+        pos = self.pos
+        if pos + 4 > self.end:
+            self._short(4, pos)
+        self.pos = pos + 4
+        value: int = _UINT32.unpack_from(self.buf, pos)[0]
+        return value
 
     def float64(self) -> float:
-        return float(_FLOAT64.unpack_from(self.buf, self._need(8))[0])
+        pos = self.pos
+        if pos + 8 > self.end:
+            self._short(8, pos)
+        self.pos = pos + 8
+        value: float = _FLOAT64.unpack_from(self.buf, pos)[0]
+        return value
 
     def boolean(self) -> bool:
         # The guide: 0 is false, anything else is true.
-        return self.buf[self._need(1)] != 0
+        pos = self.pos
+        if pos >= self.end:
+            self._short(1, pos)
+        self.pos = pos + 1
+        return self.buf[pos] != 0
+
+    def unpack(self, layout: struct.Struct) -> tuple[Any, ...]:
+        """Several fixed-width fields at once, ``layout`` being big-endian codes of
+        :data:`_FIXED_SIZE` (a ``?`` reads as a boolean: anything but 0 is true)."""
+        pos = self.pos
+        end = pos + layout.size
+        if end > self.end:
+            self._unpack_short(layout)
+        self.pos = end
+        return layout.unpack_from(self.buf, pos)
+
+    def _unpack_short(self, layout: struct.Struct) -> NoReturn:
+        # Fail on the field that runs out, with the position and message (and the pos
+        # left behind) of reading the fields one by one.
+        pos = self.pos
+        for code in layout.format.lstrip(">"):
+            size = _FIXED_SIZE[code]
+            if pos + size > self.end:
+                self.pos = pos
+                self._short(size, pos)
+            pos += size
+        raise AssertionError(f"{layout.format} fits in {self.end - self.pos} bytes")
 
     def uuid(self) -> uuid.UUID:
         pos = self._need(16)
@@ -189,7 +264,14 @@ class Reader:
     # Variable-length integers -------------------------------------------------
 
     def unsigned_varint(self) -> int:
-        value, self.pos = decode_unsigned_varint(self.buf, self.pos, 5, self.end)
+        pos = self.pos
+        if pos < self.end:
+            first = self.buf[pos]
+            if first < 0x80:
+                # One byte, as every length and count below 128 is.
+                self.pos = pos + 1
+                return first
+        value, self.pos = decode_unsigned_varint(self.buf, pos, 5, self.end)
         return value
 
     def varint(self) -> int:
@@ -208,9 +290,8 @@ class Reader:
             raise DecodeError(f"negative length {n}")
         return n
 
-    def _compact_length(self) -> int:
-        # Compact encodings store length + 1, so 0 means null.
-        return self.unsigned_varint() - 1
+    # Compact encodings store length + 1, so 0 means null. Their readers subtract the 1
+    # themselves rather than through a helper: the call would be most of their cost.
 
     def array_length(self) -> int | None:
         n = self._length()
@@ -220,10 +301,11 @@ class Reader:
         return n
 
     def compact_array_length(self) -> int | None:
-        n = self._compact_length()
+        n = self.unsigned_varint() - 1
         if n == -1:
             return None
-        self._check_count(n)
+        if n > self.end - self.pos:
+            self._check_count(n)
         return n
 
     def _check_count(self, n: int) -> None:
@@ -256,13 +338,13 @@ class Reader:
         return self._text(n)
 
     def compact_string(self) -> str:
-        n = self._compact_length()
+        n = self.unsigned_varint() - 1
         if n < 0:
             raise DecodeError("null for a non-nullable compact string")
         return self._text(n)
 
     def compact_nullable_string(self) -> str | None:
-        n = self._compact_length()
+        n = self.unsigned_varint() - 1
         if n == -1:
             return None
         return self._text(n)
@@ -288,13 +370,13 @@ class Reader:
         return None if n == -1 else self._raw(n)
 
     def compact_bytes(self) -> bytes:
-        n = self._compact_length()
+        n = self.unsigned_varint() - 1
         if n < 0:
             raise DecodeError("null for non-nullable compact bytes")
         return self._raw(n)
 
     def compact_nullable_bytes(self) -> bytes | None:
-        n = self._compact_length()
+        n = self.unsigned_varint() - 1
         return None if n == -1 else self._raw(n)
 
     def records(self) -> memoryview | None:
@@ -303,12 +385,23 @@ class Reader:
         return None if n == -1 else self._view(n)
 
     def compact_records(self) -> memoryview | None:
-        n = self._compact_length()
-        return None if n == -1 else self._view(n)
+        n = self.unsigned_varint() - 1
+        if n == -1:
+            return None
+        pos = self.pos
+        if pos + n > self.end:
+            self._short(n, pos)
+        self.pos = pos + n
+        return self.buf[pos : pos + n]
 
     # Tagged fields ------------------------------------------------------------
 
     def tagged_field_count(self) -> int:
+        pos = self.pos
+        if pos < self.end and self.buf[pos] == 0:
+            # Most structs carry no tagged field.
+            self.pos = pos + 1
+            return 0
         count = self.unsigned_varint()
         self._check_count(count)
         return count
@@ -373,28 +466,65 @@ class Writer:
     # Fixed-width integers ------------------------------------------------------
 
     def int8(self, value: int) -> None:
-        self._buf += _pack(_INT8, value, "int8")
+        try:
+            self._buf += _INT8.pack(value)
+        except struct.error:
+            raise EncodeError(f"{value!r} does not fit in int8") from None
 
     def int16(self, value: int) -> None:
-        self._buf += _pack(_INT16, value, "int16")
+        try:
+            self._buf += _INT16.pack(value)
+        except struct.error:
+            raise EncodeError(f"{value!r} does not fit in int16") from None
 
     def int32(self, value: int) -> None:
-        self._buf += _pack(_INT32, value, "int32")
+        try:
+            self._buf += _INT32.pack(value)
+        except struct.error:
+            raise EncodeError(f"{value!r} does not fit in int32") from None
 
     def int64(self, value: int) -> None:
-        self._buf += _pack(_INT64, value, "int64")
+        try:
+            self._buf += _INT64.pack(value)
+        except struct.error:
+            raise EncodeError(f"{value!r} does not fit in int64") from None
 
     def uint16(self, value: int) -> None:
-        self._buf += _pack(_UINT16, value, "uint16")
+        try:
+            self._buf += _UINT16.pack(value)
+        except struct.error:
+            raise EncodeError(f"{value!r} does not fit in uint16") from None
 
     def uint32(self, value: int) -> None:
-        self._buf += _pack(_UINT32, value, "uint32")
+        try:
+            self._buf += _UINT32.pack(value)
+        except struct.error:
+            raise EncodeError(f"{value!r} does not fit in uint32") from None
 
     def float64(self, value: float) -> None:
         self._buf += _FLOAT64.pack(value)
 
     def boolean(self, value: bool) -> None:
         self._buf.append(1 if value else 0)
+
+    def pack(self, layout: struct.Struct, *values: int | float | bool) -> None:
+        """Several fixed-width fields at once; ``layout`` as for :meth:`Reader.unpack`."""
+        try:
+            self._buf += layout.pack(*values)
+        except struct.error:
+            self._pack_each(layout, values)
+            raise
+
+    def _pack_each(self, layout: struct.Struct, values: tuple[int | float | bool, ...]) -> None:
+        # Write field by field, so that the value that does not fit raises what (and
+        # leaves behind what) the field-by-field calls would.
+        for code, value in zip(layout.format.lstrip(">"), values, strict=True):
+            if code == "?":
+                self.boolean(bool(value))
+            elif code == "d":
+                self.float64(value)
+            else:
+                getattr(self, _FIXED_WRITE[code])(value)
 
     def uuid(self, value: uuid.UUID) -> None:
         self._buf += value.bytes
@@ -514,10 +644,3 @@ class Writer:
 
 def _tag_of(field: tuple[int, bytes]) -> int:
     return field[0]
-
-
-def _pack(fmt: struct.Struct, value: int, name: str) -> bytes:
-    try:
-        return fmt.pack(value)
-    except struct.error:
-        raise EncodeError(f"{value!r} does not fit in {name}") from None

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_AddOffsetsToTxnRequest_v0 = Struct(">qh")
 
 
 @dataclass(slots=True)
@@ -35,8 +38,7 @@ class AddOffsetsToTxnRequest:
             w.compact_string(self.transactional_id)
         else:
             w.string(self.transactional_id)
-        w.int64(self.producer_id)
-        w.int16(self.producer_epoch)
+        w.pack(_AddOffsetsToTxnRequest_v0, self.producer_id, self.producer_epoch)
         if flexible:
             w.compact_string(self.group_id)
         else:
@@ -55,9 +57,8 @@ class AddOffsetsToTxnRequest:
         else:
             _transactional_id = r.string()
         _producer_id: int
-        _producer_id = r.int64()
         _producer_epoch: int
-        _producer_epoch = r.int16()
+        _producer_id, _producer_epoch = r.unpack(_AddOffsetsToTxnRequest_v0)
         _group_id: str
         if flexible:
             _group_id = r.compact_string()
@@ -68,13 +69,7 @@ class AddOffsetsToTxnRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            transactional_id=_transactional_id,
-            producer_id=_producer_id,
-            producer_epoch=_producer_epoch,
-            group_id=_group_id,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_transactional_id, _producer_id, _producer_epoch, _group_id, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

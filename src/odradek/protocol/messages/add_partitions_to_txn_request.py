@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_AddPartitionsToTxnTransaction_v4 = Struct(">qh?")
+_AddPartitionsToTxnRequest_v0 = Struct(">qh")
 
 
 @dataclass(slots=True)
@@ -60,7 +64,7 @@ class AddPartitionsToTxnTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -83,23 +87,25 @@ class AddPartitionsToTxnTransaction:
                 f"AddPartitionsToTxnTransaction.transactional_id cannot be sent in version {version}"
             )
         if version >= 4:
-            w.int64(self.producer_id)
-        elif self.producer_id != 0:
-            raise UnsupportedVersionError(
-                f"AddPartitionsToTxnTransaction.producer_id cannot be sent in version {version}"
+            w.pack(
+                _AddPartitionsToTxnTransaction_v4,
+                self.producer_id,
+                self.producer_epoch,
+                self.verify_only,
             )
-        if version >= 4:
-            w.int16(self.producer_epoch)
-        elif self.producer_epoch != 0:
-            raise UnsupportedVersionError(
-                f"AddPartitionsToTxnTransaction.producer_epoch cannot be sent in version {version}"
-            )
-        if version >= 4:
-            w.boolean(self.verify_only)
-        elif self.verify_only != False:
-            raise UnsupportedVersionError(
-                f"AddPartitionsToTxnTransaction.verify_only cannot be sent in version {version}"
-            )
+        else:
+            if self.producer_id != 0:
+                raise UnsupportedVersionError(
+                    f"AddPartitionsToTxnTransaction.producer_id cannot be sent in version {version}"
+                )
+            if self.producer_epoch != 0:
+                raise UnsupportedVersionError(
+                    f"AddPartitionsToTxnTransaction.producer_epoch cannot be sent in version {version}"
+                )
+            if self.verify_only != False:
+                raise UnsupportedVersionError(
+                    f"AddPartitionsToTxnTransaction.verify_only cannot be sent in version {version}"
+                )
         if version >= 4:
             w.unsigned_varint(len(self.topics) + 1)
             for _item_topics in self.topics:
@@ -120,19 +126,15 @@ class AddPartitionsToTxnTransaction:
         else:
             _transactional_id = ""
         _producer_id: int
-        if version >= 4:
-            _producer_id = r.int64()
-        else:
-            _producer_id = 0
         _producer_epoch: int
-        if version >= 4:
-            _producer_epoch = r.int16()
-        else:
-            _producer_epoch = 0
         _verify_only: bool
         if version >= 4:
-            _verify_only = r.boolean()
+            _producer_id, _producer_epoch, _verify_only = r.unpack(
+                _AddPartitionsToTxnTransaction_v4
+            )
         else:
+            _producer_id = 0
+            _producer_epoch = 0
             _verify_only = False
         _topics: list[AddPartitionsToTxnTopic]
         if version >= 4:
@@ -148,12 +150,7 @@ class AddPartitionsToTxnTransaction:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            transactional_id=_transactional_id,
-            producer_id=_producer_id,
-            producer_epoch=_producer_epoch,
-            verify_only=_verify_only,
-            topics=_topics,
-            unknown_tagged_fields=_unknown,
+            _transactional_id, _producer_id, _producer_epoch, _verify_only, _topics, _unknown
         )
 
 
@@ -195,17 +192,20 @@ class AddPartitionsToTxnRequest:
             raise UnsupportedVersionError(
                 f"AddPartitionsToTxnRequest.v3_and_below_transactional_id cannot be sent in version {version}"
             )
-        if version <= 3:
-            w.int64(self.v3_and_below_producer_id)
-        elif self.v3_and_below_producer_id != 0:
-            raise UnsupportedVersionError(
-                f"AddPartitionsToTxnRequest.v3_and_below_producer_id cannot be sent in version {version}"
-            )
-        if version <= 3:
-            w.int16(self.v3_and_below_producer_epoch)
-        elif self.v3_and_below_producer_epoch != 0:
-            raise UnsupportedVersionError(
-                f"AddPartitionsToTxnRequest.v3_and_below_producer_epoch cannot be sent in version {version}"
+        if version >= 4:
+            if self.v3_and_below_producer_id != 0:
+                raise UnsupportedVersionError(
+                    f"AddPartitionsToTxnRequest.v3_and_below_producer_id cannot be sent in version {version}"
+                )
+            if self.v3_and_below_producer_epoch != 0:
+                raise UnsupportedVersionError(
+                    f"AddPartitionsToTxnRequest.v3_and_below_producer_epoch cannot be sent in version {version}"
+                )
+        else:
+            w.pack(
+                _AddPartitionsToTxnRequest_v0,
+                self.v3_and_below_producer_id,
+                self.v3_and_below_producer_epoch,
             )
         if version <= 3:
             if flexible:
@@ -247,15 +247,14 @@ class AddPartitionsToTxnRequest:
         else:
             _v3_and_below_transactional_id = ""
         _v3_and_below_producer_id: int
-        if version <= 3:
-            _v3_and_below_producer_id = r.int64()
-        else:
-            _v3_and_below_producer_id = 0
         _v3_and_below_producer_epoch: int
-        if version <= 3:
-            _v3_and_below_producer_epoch = r.int16()
-        else:
+        if version >= 4:
+            _v3_and_below_producer_id = 0
             _v3_and_below_producer_epoch = 0
+        else:
+            _v3_and_below_producer_id, _v3_and_below_producer_epoch = r.unpack(
+                _AddPartitionsToTxnRequest_v0
+            )
         _v3_and_below_topics: list[AddPartitionsToTxnTopic]
         if version <= 3:
             if flexible:
@@ -280,12 +279,12 @@ class AddPartitionsToTxnRequest:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            transactions=_transactions,
-            v3_and_below_transactional_id=_v3_and_below_transactional_id,
-            v3_and_below_producer_id=_v3_and_below_producer_id,
-            v3_and_below_producer_epoch=_v3_and_below_producer_epoch,
-            v3_and_below_topics=_v3_and_below_topics,
-            unknown_tagged_fields=_unknown,
+            _transactions,
+            _v3_and_below_transactional_id,
+            _v3_and_below_producer_id,
+            _v3_and_below_producer_epoch,
+            _v3_and_below_topics,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

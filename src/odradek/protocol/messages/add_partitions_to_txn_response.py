@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_AddPartitionsToTxnPartitionResult_v0 = Struct(">ih")
+_AddPartitionsToTxnResponse_v4 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -21,8 +25,9 @@ class AddPartitionsToTxnPartitionResult:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 3
-        w.int32(self.partition_index)
-        w.int16(self.partition_error_code)
+        w.pack(
+            _AddPartitionsToTxnPartitionResult_v0, self.partition_index, self.partition_error_code
+        )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -30,19 +35,14 @@ class AddPartitionsToTxnPartitionResult:
     def read(cls, r: Reader, version: int) -> AddPartitionsToTxnPartitionResult:
         flexible = version >= 3
         _partition_index: int
-        _partition_index = r.int32()
         _partition_error_code: int
-        _partition_error_code = r.int16()
+        _partition_index, _partition_error_code = r.unpack(_AddPartitionsToTxnPartitionResult_v0)
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition_index=_partition_index,
-            partition_error_code=_partition_error_code,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_partition_index, _partition_error_code, _unknown)
 
 
 @dataclass(slots=True)
@@ -100,9 +100,7 @@ class AddPartitionsToTxnTopicResult:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            name=_name, results_by_partition=_results_by_partition, unknown_tagged_fields=_unknown
-        )
+        return cls(_name, _results_by_partition, _unknown)
 
 
 @dataclass(slots=True)
@@ -155,11 +153,7 @@ class AddPartitionsToTxnResult:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            transactional_id=_transactional_id,
-            topic_results=_topic_results,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_transactional_id, _topic_results, _unknown)
 
 
 @dataclass(slots=True)
@@ -182,9 +176,10 @@ class AddPartitionsToTxnResponse:
         if not 0 <= version <= 5:
             raise UnsupportedVersionError(f"AddPartitionsToTxnResponse has no version {version}")
         flexible = version >= 3
-        w.int32(self.throttle_time_ms)
         if version >= 4:
-            w.int16(self.error_code)
+            w.pack(_AddPartitionsToTxnResponse_v4, self.throttle_time_ms, self.error_code)
+        else:
+            w.int32(self.throttle_time_ms)
         if version >= 4:
             w.unsigned_varint(len(self.results_by_transaction) + 1)
             for _item_results_by_transaction in self.results_by_transaction:
@@ -215,11 +210,11 @@ class AddPartitionsToTxnResponse:
             raise DecodeError(f"AddPartitionsToTxnResponse has no version {version}")
         flexible = version >= 3
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
         if version >= 4:
-            _error_code = r.int16()
+            _throttle_time_ms, _error_code = r.unpack(_AddPartitionsToTxnResponse_v4)
         else:
+            _throttle_time_ms = r.int32()
             _error_code = 0
         _results_by_transaction: list[AddPartitionsToTxnResult]
         if version >= 4:
@@ -261,11 +256,11 @@ class AddPartitionsToTxnResponse:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            results_by_transaction=_results_by_transaction,
-            results_by_topic_v3_and_below=_results_by_topic_v3_and_below,
-            unknown_tagged_fields=_unknown,
+            _throttle_time_ms,
+            _error_code,
+            _results_by_transaction,
+            _results_by_topic_v3_and_below,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_AddRaftVoterRequest_v0 = Struct(">ii")
 
 
 @dataclass(slots=True)
@@ -39,7 +42,7 @@ class Listener:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, host=_host, port=_port, unknown_tagged_fields=_unknown)
+        return cls(_name, _host, _port, _unknown)
 
 
 @dataclass(slots=True)
@@ -63,8 +66,7 @@ class AddRaftVoterRequest:
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"AddRaftVoterRequest has no version {version}")
         w.compact_nullable_string(self.cluster_id)
-        w.int32(self.timeout_ms)
-        w.int32(self.voter_id)
+        w.pack(_AddRaftVoterRequest_v0, self.timeout_ms, self.voter_id)
         w.uuid(self.voter_directory_id)
         w.unsigned_varint(len(self.listeners) + 1)
         for _item_listeners in self.listeners:
@@ -78,9 +80,8 @@ class AddRaftVoterRequest:
         _cluster_id: str | None
         _cluster_id = r.compact_nullable_string()
         _timeout_ms: int
-        _timeout_ms = r.int32()
         _voter_id: int
-        _voter_id = r.int32()
+        _timeout_ms, _voter_id = r.unpack(_AddRaftVoterRequest_v0)
         _voter_directory_id: uuid.UUID
         _voter_directory_id = r.uuid()
         _listeners: list[Listener]
@@ -92,14 +93,7 @@ class AddRaftVoterRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            cluster_id=_cluster_id,
-            timeout_ms=_timeout_ms,
-            voter_id=_voter_id,
-            voter_directory_id=_voter_directory_id,
-            listeners=_listeners,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_cluster_id, _timeout_ms, _voter_id, _voter_directory_id, _listeners, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_AllocateProducerIdsRequest_v0 = Struct(">iq")
 
 
 @dataclass(slots=True)
@@ -28,8 +31,7 @@ class AllocateProducerIdsRequest:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"AllocateProducerIdsRequest has no version {version}")
-        w.int32(self.broker_id)
-        w.int64(self.broker_epoch)
+        w.pack(_AllocateProducerIdsRequest_v0, self.broker_id, self.broker_epoch)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
@@ -37,14 +39,13 @@ class AllocateProducerIdsRequest:
         if not 0 <= version <= 0:
             raise DecodeError(f"AllocateProducerIdsRequest has no version {version}")
         _broker_id: int
-        _broker_id = r.int32()
         _broker_epoch: int
-        _broker_epoch = r.int64()
+        _broker_id, _broker_epoch = r.unpack(_AllocateProducerIdsRequest_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(broker_id=_broker_id, broker_epoch=_broker_epoch, unknown_tagged_fields=_unknown)
+        return cls(_broker_id, _broker_epoch, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_AllocateProducerIdsResponse_v0 = Struct(">ihqi")
 
 
 @dataclass(slots=True)
@@ -30,10 +33,13 @@ class AllocateProducerIdsResponse:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"AllocateProducerIdsResponse has no version {version}")
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
-        w.int64(self.producer_id_start)
-        w.int32(self.producer_id_len)
+        w.pack(
+            _AllocateProducerIdsResponse_v0,
+            self.throttle_time_ms,
+            self.error_code,
+            self.producer_id_start,
+            self.producer_id_len,
+        )
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
@@ -41,24 +47,17 @@ class AllocateProducerIdsResponse:
         if not 0 <= version <= 0:
             raise DecodeError(f"AllocateProducerIdsResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
         _producer_id_start: int
-        _producer_id_start = r.int64()
         _producer_id_len: int
-        _producer_id_len = r.int32()
+        _throttle_time_ms, _error_code, _producer_id_start, _producer_id_len = r.unpack(
+            _AllocateProducerIdsResponse_v0
+        )
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            producer_id_start=_producer_id_start,
-            producer_id_len=_producer_id_len,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _producer_id_start, _producer_id_len, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_OpData_v0 = Struct(">d?")
 
 
 @dataclass(slots=True)
@@ -50,9 +53,7 @@ class EntityData:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            entity_type=_entity_type, entity_name=_entity_name, unknown_tagged_fields=_unknown
-        )
+        return cls(_entity_type, _entity_name, _unknown)
 
 
 @dataclass(slots=True)
@@ -70,8 +71,7 @@ class OpData:
             w.compact_string(self.key)
         else:
             w.string(self.key)
-        w.float64(self.value)
-        w.boolean(self.remove)
+        w.pack(_OpData_v0, self.value, self.remove)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -84,15 +84,14 @@ class OpData:
         else:
             _key = r.string()
         _value: float
-        _value = r.float64()
         _remove: bool
-        _remove = r.boolean()
+        _value, _remove = r.unpack(_OpData_v0)
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(key=_key, value=_value, remove=_remove, unknown_tagged_fields=_unknown)
+        return cls(_key, _value, _remove, _unknown)
 
 
 @dataclass(slots=True)
@@ -154,7 +153,7 @@ class EntryData:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(entity=_entity, ops=_ops, unknown_tagged_fields=_unknown)
+        return cls(_entity, _ops, _unknown)
 
 
 @dataclass(slots=True)
@@ -210,7 +209,7 @@ class AlterClientQuotasRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(entries=_entries, validate_only=_validate_only, unknown_tagged_fields=_unknown)
+        return cls(_entries, _validate_only, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

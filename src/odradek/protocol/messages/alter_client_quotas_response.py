@@ -50,9 +50,7 @@ class EntityData:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            entity_type=_entity_type, entity_name=_entity_name, unknown_tagged_fields=_unknown
-        )
+        return cls(_entity_type, _entity_name, _unknown)
 
 
 @dataclass(slots=True)
@@ -108,12 +106,7 @@ class EntryData:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            error_code=_error_code,
-            error_message=_error_message,
-            entity=_entity,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_error_code, _error_message, _entity, _unknown)
 
 
 @dataclass(slots=True)
@@ -169,9 +162,7 @@ class AlterClientQuotasResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms, entries=_entries, unknown_tagged_fields=_unknown
-        )
+        return cls(_throttle_time_ms, _entries, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -50,7 +50,7 @@ class AlterableConfig:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, value=_value, unknown_tagged_fields=_unknown)
+        return cls(_name, _value, _unknown)
 
 
 @dataclass(slots=True)
@@ -106,12 +106,7 @@ class AlterConfigsResource:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            resource_type=_resource_type,
-            resource_name=_resource_name,
-            configs=_configs,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_resource_type, _resource_name, _configs, _unknown)
 
 
 @dataclass(slots=True)
@@ -167,9 +162,7 @@ class AlterConfigsRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            resources=_resources, validate_only=_validate_only, unknown_tagged_fields=_unknown
-        )
+        return cls(_resources, _validate_only, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

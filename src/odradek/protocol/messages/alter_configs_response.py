@@ -58,13 +58,7 @@ class AlterConfigsResourceResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            error_code=_error_code,
-            error_message=_error_message,
-            resource_type=_resource_type,
-            resource_name=_resource_name,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_error_code, _error_message, _resource_type, _resource_name, _unknown)
 
 
 @dataclass(slots=True)
@@ -124,9 +118,7 @@ class AlterConfigsResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms, responses=_responses, unknown_tagged_fields=_unknown
-        )
+        return cls(_throttle_time_ms, _responses, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -43,9 +43,7 @@ class ReassignablePartition:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition_index=_partition_index, replicas=_replicas, unknown_tagged_fields=_unknown
-        )
+        return cls(_partition_index, _replicas, _unknown)
 
 
 @dataclass(slots=True)
@@ -76,7 +74,7 @@ class ReassignableTopic:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -119,7 +117,7 @@ class AlterPartitionReassignmentsRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(timeout_ms=_timeout_ms, topics=_topics, unknown_tagged_fields=_unknown)
+        return cls(_timeout_ms, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

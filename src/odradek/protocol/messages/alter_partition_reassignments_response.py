@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_ReassignablePartitionResponse_v0 = Struct(">ih")
+_AlterPartitionReassignmentsResponse_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -21,29 +25,22 @@ class ReassignablePartitionResponse:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition_index)
-        w.int16(self.error_code)
+        w.pack(_ReassignablePartitionResponse_v0, self.partition_index, self.error_code)
         w.compact_nullable_string(self.error_message)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> ReassignablePartitionResponse:
         _partition_index: int
-        _partition_index = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _partition_index, _error_code = r.unpack(_ReassignablePartitionResponse_v0)
         _error_message: str | None
         _error_message = r.compact_nullable_string()
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition_index=_partition_index,
-            error_code=_error_code,
-            error_message=_error_message,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_partition_index, _error_code, _error_message, _unknown)
 
 
 @dataclass(slots=True)
@@ -74,7 +71,7 @@ class ReassignableTopicResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -98,8 +95,7 @@ class AlterPartitionReassignmentsResponse:
             raise UnsupportedVersionError(
                 f"AlterPartitionReassignmentsResponse has no version {version}"
             )
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+        w.pack(_AlterPartitionReassignmentsResponse_v0, self.throttle_time_ms, self.error_code)
         w.compact_nullable_string(self.error_message)
         w.unsigned_varint(len(self.responses) + 1)
         for _item_responses in self.responses:
@@ -111,9 +107,8 @@ class AlterPartitionReassignmentsResponse:
         if not 0 <= version <= 0:
             raise DecodeError(f"AlterPartitionReassignmentsResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _throttle_time_ms, _error_code = r.unpack(_AlterPartitionReassignmentsResponse_v0)
         _error_message: str | None
         _error_message = r.compact_nullable_string()
         _responses: list[ReassignableTopicResponse]
@@ -125,13 +120,7 @@ class AlterPartitionReassignmentsResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            error_message=_error_message,
-            responses=_responses,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _error_message, _responses, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

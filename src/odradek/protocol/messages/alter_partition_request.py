@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_BrokerState_v3 = Struct(">iq")
+_PartitionData_1_v0 = Struct(">ii")
+_PartitionData_2_v1 = Struct(">bi")
+_AlterPartitionRequest_v0 = Struct(">iq")
 
 
 @dataclass(slots=True)
@@ -22,36 +28,32 @@ class BrokerState:
 
     def write(self, w: Writer, version: int) -> None:
         if version >= 3:
-            w.int32(self.broker_id)
-        elif self.broker_id != 0:
-            raise UnsupportedVersionError(
-                f"BrokerState.broker_id cannot be sent in version {version}"
-            )
-        if version >= 3:
-            w.int64(self.broker_epoch)
-        elif self.broker_epoch != -1:
-            raise UnsupportedVersionError(
-                f"BrokerState.broker_epoch cannot be sent in version {version}"
-            )
+            w.pack(_BrokerState_v3, self.broker_id, self.broker_epoch)
+        else:
+            if self.broker_id != 0:
+                raise UnsupportedVersionError(
+                    f"BrokerState.broker_id cannot be sent in version {version}"
+                )
+            if self.broker_epoch != -1:
+                raise UnsupportedVersionError(
+                    f"BrokerState.broker_epoch cannot be sent in version {version}"
+                )
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> BrokerState:
         _broker_id: int
-        if version >= 3:
-            _broker_id = r.int32()
-        else:
-            _broker_id = 0
         _broker_epoch: int
         if version >= 3:
-            _broker_epoch = r.int64()
+            _broker_id, _broker_epoch = r.unpack(_BrokerState_v3)
         else:
+            _broker_id = 0
             _broker_epoch = -1
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(broker_id=_broker_id, broker_epoch=_broker_epoch, unknown_tagged_fields=_unknown)
+        return cls(_broker_id, _broker_epoch, _unknown)
 
 
 @dataclass(slots=True)
@@ -67,8 +69,7 @@ class PartitionData:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition_index)
-        w.int32(self.leader_epoch)
+        w.pack(_PartitionData_1_v0, self.partition_index, self.leader_epoch)
         if version <= 2:
             w.unsigned_varint(len(self.new_isr) + 1)
             for _item_new_isr in self.new_isr:
@@ -86,20 +87,20 @@ class PartitionData:
                 f"PartitionData.new_isr_with_epochs cannot be sent in version {version}"
             )
         if version >= 1:
-            w.int8(self.leader_recovery_state)
-        elif self.leader_recovery_state != 0:
-            raise UnsupportedVersionError(
-                f"PartitionData.leader_recovery_state cannot be sent in version {version}"
-            )
-        w.int32(self.partition_epoch)
+            w.pack(_PartitionData_2_v1, self.leader_recovery_state, self.partition_epoch)
+        else:
+            if self.leader_recovery_state != 0:
+                raise UnsupportedVersionError(
+                    f"PartitionData.leader_recovery_state cannot be sent in version {version}"
+                )
+            w.int32(self.partition_epoch)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionData:
         _partition_index: int
-        _partition_index = r.int32()
         _leader_epoch: int
-        _leader_epoch = r.int32()
+        _partition_index, _leader_epoch = r.unpack(_PartitionData_1_v0)
         _new_isr: list[int]
         if version <= 2:
             _n_new_isr = r.compact_array_length()
@@ -119,24 +120,24 @@ class PartitionData:
         else:
             _new_isr_with_epochs = []
         _leader_recovery_state: int
-        if version >= 1:
-            _leader_recovery_state = r.int8()
-        else:
-            _leader_recovery_state = 0
         _partition_epoch: int
-        _partition_epoch = r.int32()
+        if version >= 1:
+            _leader_recovery_state, _partition_epoch = r.unpack(_PartitionData_2_v1)
+        else:
+            _partition_epoch = r.int32()
+            _leader_recovery_state = 0
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition_index=_partition_index,
-            leader_epoch=_leader_epoch,
-            new_isr=_new_isr,
-            new_isr_with_epochs=_new_isr_with_epochs,
-            leader_recovery_state=_leader_recovery_state,
-            partition_epoch=_partition_epoch,
-            unknown_tagged_fields=_unknown,
+            _partition_index,
+            _leader_epoch,
+            _new_isr,
+            _new_isr_with_epochs,
+            _leader_recovery_state,
+            _partition_epoch,
+            _unknown,
         )
 
 
@@ -180,12 +181,7 @@ class TopicData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topic_name=_topic_name,
-            topic_id=_topic_id,
-            partitions=_partitions,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_topic_name, _topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -206,8 +202,7 @@ class AlterPartitionRequest:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 3:
             raise UnsupportedVersionError(f"AlterPartitionRequest has no version {version}")
-        w.int32(self.broker_id)
-        w.int64(self.broker_epoch)
+        w.pack(_AlterPartitionRequest_v0, self.broker_id, self.broker_epoch)
         w.unsigned_varint(len(self.topics) + 1)
         for _item_topics in self.topics:
             _item_topics.write(w, version)
@@ -218,9 +213,8 @@ class AlterPartitionRequest:
         if not 0 <= version <= 3:
             raise DecodeError(f"AlterPartitionRequest has no version {version}")
         _broker_id: int
-        _broker_id = r.int32()
         _broker_epoch: int
-        _broker_epoch = r.int64()
+        _broker_id, _broker_epoch = r.unpack(_AlterPartitionRequest_v0)
         _topics: list[TopicData]
         _n_topics = r.compact_array_length()
         if _n_topics is None:
@@ -230,12 +224,7 @@ class AlterPartitionRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            broker_id=_broker_id,
-            broker_epoch=_broker_epoch,
-            topics=_topics,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_broker_id, _broker_epoch, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_PartitionData_1_v0 = Struct(">ihii")
+_PartitionData_2_v1 = Struct(">bi")
+_AlterPartitionResponse_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -26,53 +31,54 @@ class PartitionData:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition_index)
-        w.int16(self.error_code)
-        w.int32(self.leader_id)
-        w.int32(self.leader_epoch)
+        w.pack(
+            _PartitionData_1_v0,
+            self.partition_index,
+            self.error_code,
+            self.leader_id,
+            self.leader_epoch,
+        )
         w.unsigned_varint(len(self.isr) + 1)
         for _item_isr in self.isr:
             w.int32(_item_isr)
         if version >= 1:
-            w.int8(self.leader_recovery_state)
-        w.int32(self.partition_epoch)
+            w.pack(_PartitionData_2_v1, self.leader_recovery_state, self.partition_epoch)
+        else:
+            w.int32(self.partition_epoch)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionData:
         _partition_index: int
-        _partition_index = r.int32()
         _error_code: int
-        _error_code = r.int16()
         _leader_id: int
-        _leader_id = r.int32()
         _leader_epoch: int
-        _leader_epoch = r.int32()
+        _partition_index, _error_code, _leader_id, _leader_epoch = r.unpack(_PartitionData_1_v0)
         _isr: list[int]
         _n_isr = r.compact_array_length()
         if _n_isr is None:
             raise DecodeError("PartitionData.isr: null array")
         _isr = [r.int32() for _ in range(_n_isr)]
         _leader_recovery_state: int
-        if version >= 1:
-            _leader_recovery_state = r.int8()
-        else:
-            _leader_recovery_state = 0
         _partition_epoch: int
-        _partition_epoch = r.int32()
+        if version >= 1:
+            _leader_recovery_state, _partition_epoch = r.unpack(_PartitionData_2_v1)
+        else:
+            _partition_epoch = r.int32()
+            _leader_recovery_state = 0
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition_index=_partition_index,
-            error_code=_error_code,
-            leader_id=_leader_id,
-            leader_epoch=_leader_epoch,
-            isr=_isr,
-            leader_recovery_state=_leader_recovery_state,
-            partition_epoch=_partition_epoch,
-            unknown_tagged_fields=_unknown,
+            _partition_index,
+            _error_code,
+            _leader_id,
+            _leader_epoch,
+            _isr,
+            _leader_recovery_state,
+            _partition_epoch,
+            _unknown,
         )
 
 
@@ -116,12 +122,7 @@ class TopicData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topic_name=_topic_name,
-            topic_id=_topic_id,
-            partitions=_partitions,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_topic_name, _topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -142,8 +143,7 @@ class AlterPartitionResponse:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 3:
             raise UnsupportedVersionError(f"AlterPartitionResponse has no version {version}")
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+        w.pack(_AlterPartitionResponse_v0, self.throttle_time_ms, self.error_code)
         w.unsigned_varint(len(self.topics) + 1)
         for _item_topics in self.topics:
             _item_topics.write(w, version)
@@ -154,9 +154,8 @@ class AlterPartitionResponse:
         if not 0 <= version <= 3:
             raise DecodeError(f"AlterPartitionResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _throttle_time_ms, _error_code = r.unpack(_AlterPartitionResponse_v0)
         _topics: list[TopicData]
         _n_topics = r.compact_array_length()
         if _n_topics is None:
@@ -166,12 +165,7 @@ class AlterPartitionResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            topics=_topics,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -60,7 +60,7 @@ class AlterReplicaLogDirTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -112,7 +112,7 @@ class AlterReplicaLogDir:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(path=_path, topics=_topics, unknown_tagged_fields=_unknown)
+        return cls(_path, _topics, _unknown)
 
 
 @dataclass(slots=True)
@@ -164,7 +164,7 @@ class AlterReplicaLogDirsRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(dirs=_dirs, unknown_tagged_fields=_unknown)
+        return cls(_dirs, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

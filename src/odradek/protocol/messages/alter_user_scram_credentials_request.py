@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_ScramCredentialUpsertion_v0 = Struct(">bi")
 
 
 @dataclass(slots=True)
@@ -34,7 +37,7 @@ class ScramCredentialDeletion:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, mechanism=_mechanism, unknown_tagged_fields=_unknown)
+        return cls(_name, _mechanism, _unknown)
 
 
 @dataclass(slots=True)
@@ -50,8 +53,7 @@ class ScramCredentialUpsertion:
 
     def write(self, w: Writer, version: int) -> None:
         w.compact_string(self.name)
-        w.int8(self.mechanism)
-        w.int32(self.iterations)
+        w.pack(_ScramCredentialUpsertion_v0, self.mechanism, self.iterations)
         w.compact_bytes(self.salt)
         w.compact_bytes(self.salted_password)
         w.tagged_fields(self.unknown_tagged_fields)
@@ -61,9 +63,8 @@ class ScramCredentialUpsertion:
         _name: str
         _name = r.compact_string()
         _mechanism: int
-        _mechanism = r.int8()
         _iterations: int
-        _iterations = r.int32()
+        _mechanism, _iterations = r.unpack(_ScramCredentialUpsertion_v0)
         _salt: bytes
         _salt = r.compact_bytes()
         _salted_password: bytes
@@ -72,14 +73,7 @@ class ScramCredentialUpsertion:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            name=_name,
-            mechanism=_mechanism,
-            iterations=_iterations,
-            salt=_salt,
-            salted_password=_salted_password,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_name, _mechanism, _iterations, _salt, _salted_password, _unknown)
 
 
 @dataclass(slots=True)
@@ -127,7 +121,7 @@ class AlterUserScramCredentialsRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(deletions=_deletions, upsertions=_upsertions, unknown_tagged_fields=_unknown)
+        return cls(_deletions, _upsertions, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -56,11 +56,7 @@ class ApiVersionsRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            client_software_name=_client_software_name,
-            client_software_version=_client_software_version,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_client_software_name, _client_software_version, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

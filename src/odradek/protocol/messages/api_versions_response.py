@@ -4,11 +4,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_ApiVersion_v0 = Struct(">hhh")
+_SupportedFeatureKey_v3 = Struct(">hh")
+_FinalizedFeatureKey_v3 = Struct(">hh")
 
 
 @dataclass(slots=True)
@@ -22,9 +27,7 @@ class ApiVersion:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 3
-        w.int16(self.api_key)
-        w.int16(self.min_version)
-        w.int16(self.max_version)
+        w.pack(_ApiVersion_v0, self.api_key, self.min_version, self.max_version)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -32,22 +35,15 @@ class ApiVersion:
     def read(cls, r: Reader, version: int) -> ApiVersion:
         flexible = version >= 3
         _api_key: int
-        _api_key = r.int16()
         _min_version: int
-        _min_version = r.int16()
         _max_version: int
-        _max_version = r.int16()
+        _api_key, _min_version, _max_version = r.unpack(_ApiVersion_v0)
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            api_key=_api_key,
-            min_version=_min_version,
-            max_version=_max_version,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_api_key, _min_version, _max_version, _unknown)
 
 
 @dataclass(slots=True)
@@ -68,17 +64,16 @@ class SupportedFeatureKey:
                 f"SupportedFeatureKey.name cannot be sent in version {version}"
             )
         if version >= 3:
-            w.int16(self.min_version)
-        elif self.min_version != 0:
-            raise UnsupportedVersionError(
-                f"SupportedFeatureKey.min_version cannot be sent in version {version}"
-            )
-        if version >= 3:
-            w.int16(self.max_version)
-        elif self.max_version != 0:
-            raise UnsupportedVersionError(
-                f"SupportedFeatureKey.max_version cannot be sent in version {version}"
-            )
+            w.pack(_SupportedFeatureKey_v3, self.min_version, self.max_version)
+        else:
+            if self.min_version != 0:
+                raise UnsupportedVersionError(
+                    f"SupportedFeatureKey.min_version cannot be sent in version {version}"
+                )
+            if self.max_version != 0:
+                raise UnsupportedVersionError(
+                    f"SupportedFeatureKey.max_version cannot be sent in version {version}"
+                )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -91,26 +86,18 @@ class SupportedFeatureKey:
         else:
             _name = ""
         _min_version: int
-        if version >= 3:
-            _min_version = r.int16()
-        else:
-            _min_version = 0
         _max_version: int
         if version >= 3:
-            _max_version = r.int16()
+            _min_version, _max_version = r.unpack(_SupportedFeatureKey_v3)
         else:
+            _min_version = 0
             _max_version = 0
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            name=_name,
-            min_version=_min_version,
-            max_version=_max_version,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_name, _min_version, _max_version, _unknown)
 
 
 @dataclass(slots=True)
@@ -131,17 +118,16 @@ class FinalizedFeatureKey:
                 f"FinalizedFeatureKey.name cannot be sent in version {version}"
             )
         if version >= 3:
-            w.int16(self.max_version_level)
-        elif self.max_version_level != 0:
-            raise UnsupportedVersionError(
-                f"FinalizedFeatureKey.max_version_level cannot be sent in version {version}"
-            )
-        if version >= 3:
-            w.int16(self.min_version_level)
-        elif self.min_version_level != 0:
-            raise UnsupportedVersionError(
-                f"FinalizedFeatureKey.min_version_level cannot be sent in version {version}"
-            )
+            w.pack(_FinalizedFeatureKey_v3, self.max_version_level, self.min_version_level)
+        else:
+            if self.max_version_level != 0:
+                raise UnsupportedVersionError(
+                    f"FinalizedFeatureKey.max_version_level cannot be sent in version {version}"
+                )
+            if self.min_version_level != 0:
+                raise UnsupportedVersionError(
+                    f"FinalizedFeatureKey.min_version_level cannot be sent in version {version}"
+                )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -154,26 +140,18 @@ class FinalizedFeatureKey:
         else:
             _name = ""
         _max_version_level: int
-        if version >= 3:
-            _max_version_level = r.int16()
-        else:
-            _max_version_level = 0
         _min_version_level: int
         if version >= 3:
-            _min_version_level = r.int16()
+            _max_version_level, _min_version_level = r.unpack(_FinalizedFeatureKey_v3)
         else:
+            _max_version_level = 0
             _min_version_level = 0
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            name=_name,
-            max_version_level=_max_version_level,
-            min_version_level=_min_version_level,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_name, _max_version_level, _min_version_level, _unknown)
 
 
 @dataclass(slots=True)
@@ -211,27 +189,27 @@ class ApiVersionsResponse:
         if version >= 1:
             w.int32(self.throttle_time_ms)
         if flexible:
-            tagged = list(self.unknown_tagged_fields)
+            tagged = self.unknown_tagged_fields
             if version >= 3 and self.supported_features != []:
                 _tw = Writer()
                 _tw.unsigned_varint(len(self.supported_features) + 1)
                 for _item_supported_features in self.supported_features:
                     _item_supported_features.write(_tw, version)
-                tagged.append((0, _tw.getvalue()))
+                tagged = [*tagged, (0, _tw.getvalue())]
             if version >= 3 and self.finalized_features_epoch != -1:
                 _tw = Writer()
                 _tw.int64(self.finalized_features_epoch)
-                tagged.append((1, _tw.getvalue()))
+                tagged = [*tagged, (1, _tw.getvalue())]
             if version >= 3 and self.finalized_features != []:
                 _tw = Writer()
                 _tw.unsigned_varint(len(self.finalized_features) + 1)
                 for _item_finalized_features in self.finalized_features:
                     _item_finalized_features.write(_tw, version)
-                tagged.append((2, _tw.getvalue()))
+                tagged = [*tagged, (2, _tw.getvalue())]
             if version >= 3 and self.zk_migration_ready != False:
                 _tw = Writer()
                 _tw.boolean(self.zk_migration_ready)
-                tagged.append((3, _tw.getvalue()))
+                tagged = [*tagged, (3, _tw.getvalue())]
             w.tagged_fields(tagged)
 
     @classmethod
@@ -290,14 +268,14 @@ class ApiVersionsResponse:
                 else:
                     _unknown.append((_tag, _tr.rest()))
         return cls(
-            error_code=_error_code,
-            api_keys=_api_keys,
-            throttle_time_ms=_throttle_time_ms,
-            supported_features=_supported_features,
-            finalized_features_epoch=_finalized_features_epoch,
-            finalized_features=_finalized_features,
-            zk_migration_ready=_zk_migration_ready,
-            unknown_tagged_fields=_unknown,
+            _error_code,
+            _api_keys,
+            _throttle_time_ms,
+            _supported_features,
+            _finalized_features_epoch,
+            _finalized_features,
+            _zk_migration_ready,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

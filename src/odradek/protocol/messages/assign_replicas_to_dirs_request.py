@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_AssignReplicasToDirsRequest_v0 = Struct(">iq")
 
 
 @dataclass(slots=True)
@@ -31,7 +34,7 @@ class PartitionData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(partition_index=_partition_index, unknown_tagged_fields=_unknown)
+        return cls(_partition_index, _unknown)
 
 
 @dataclass(slots=True)
@@ -62,7 +65,7 @@ class TopicData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -93,7 +96,7 @@ class DirectoryData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(id=_id, topics=_topics, unknown_tagged_fields=_unknown)
+        return cls(_id, _topics, _unknown)
 
 
 @dataclass(slots=True)
@@ -114,8 +117,7 @@ class AssignReplicasToDirsRequest:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"AssignReplicasToDirsRequest has no version {version}")
-        w.int32(self.broker_id)
-        w.int64(self.broker_epoch)
+        w.pack(_AssignReplicasToDirsRequest_v0, self.broker_id, self.broker_epoch)
         w.unsigned_varint(len(self.directories) + 1)
         for _item_directories in self.directories:
             _item_directories.write(w, version)
@@ -126,9 +128,8 @@ class AssignReplicasToDirsRequest:
         if not 0 <= version <= 0:
             raise DecodeError(f"AssignReplicasToDirsRequest has no version {version}")
         _broker_id: int
-        _broker_id = r.int32()
         _broker_epoch: int
-        _broker_epoch = r.int64()
+        _broker_id, _broker_epoch = r.unpack(_AssignReplicasToDirsRequest_v0)
         _directories: list[DirectoryData]
         _n_directories = r.compact_array_length()
         if _n_directories is None:
@@ -138,12 +139,7 @@ class AssignReplicasToDirsRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            broker_id=_broker_id,
-            broker_epoch=_broker_epoch,
-            directories=_directories,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_broker_id, _broker_epoch, _directories, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

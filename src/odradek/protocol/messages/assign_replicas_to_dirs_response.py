@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_PartitionData_v0 = Struct(">ih")
+_AssignReplicasToDirsResponse_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -21,23 +25,19 @@ class PartitionData:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition_index)
-        w.int16(self.error_code)
+        w.pack(_PartitionData_v0, self.partition_index, self.error_code)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionData:
         _partition_index: int
-        _partition_index = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _partition_index, _error_code = r.unpack(_PartitionData_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition_index=_partition_index, error_code=_error_code, unknown_tagged_fields=_unknown
-        )
+        return cls(_partition_index, _error_code, _unknown)
 
 
 @dataclass(slots=True)
@@ -68,7 +68,7 @@ class TopicData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -99,7 +99,7 @@ class DirectoryData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(id=_id, topics=_topics, unknown_tagged_fields=_unknown)
+        return cls(_id, _topics, _unknown)
 
 
 @dataclass(slots=True)
@@ -120,8 +120,7 @@ class AssignReplicasToDirsResponse:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"AssignReplicasToDirsResponse has no version {version}")
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+        w.pack(_AssignReplicasToDirsResponse_v0, self.throttle_time_ms, self.error_code)
         w.unsigned_varint(len(self.directories) + 1)
         for _item_directories in self.directories:
             _item_directories.write(w, version)
@@ -132,9 +131,8 @@ class AssignReplicasToDirsResponse:
         if not 0 <= version <= 0:
             raise DecodeError(f"AssignReplicasToDirsResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _throttle_time_ms, _error_code = r.unpack(_AssignReplicasToDirsResponse_v0)
         _directories: list[DirectoryData]
         _n_directories = r.compact_array_length()
         if _n_directories is None:
@@ -144,12 +142,7 @@ class AssignReplicasToDirsResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            directories=_directories,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _directories, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

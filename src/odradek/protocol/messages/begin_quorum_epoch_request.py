@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_PartitionData_v0 = Struct(">ii")
 
 
 @dataclass(slots=True)
@@ -27,8 +30,7 @@ class PartitionData:
         w.int32(self.partition_index)
         if version >= 1:
             w.uuid(self.voter_directory_id)
-        w.int32(self.leader_id)
-        w.int32(self.leader_epoch)
+        w.pack(_PartitionData_v0, self.leader_id, self.leader_epoch)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -43,21 +45,14 @@ class PartitionData:
         else:
             _voter_directory_id = ZERO_UUID
         _leader_id: int
-        _leader_id = r.int32()
         _leader_epoch: int
-        _leader_epoch = r.int32()
+        _leader_id, _leader_epoch = r.unpack(_PartitionData_v0)
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition_index=_partition_index,
-            voter_directory_id=_voter_directory_id,
-            leader_id=_leader_id,
-            leader_epoch=_leader_epoch,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_partition_index, _voter_directory_id, _leader_id, _leader_epoch, _unknown)
 
 
 @dataclass(slots=True)
@@ -109,7 +104,7 @@ class TopicData:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(topic_name=_topic_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -167,7 +162,7 @@ class LeaderEndpoint:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, host=_host, port=_port, unknown_tagged_fields=_unknown)
+        return cls(_name, _host, _port, _unknown)
 
 
 @dataclass(slots=True)
@@ -252,13 +247,7 @@ class BeginQuorumEpochRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            cluster_id=_cluster_id,
-            voter_id=_voter_id,
-            topics=_topics,
-            leader_endpoints=_leader_endpoints,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_cluster_id, _voter_id, _topics, _leader_endpoints, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_BrokerHeartbeatRequest_v0 = Struct(">iqq??")
 
 
 @dataclass(slots=True)
@@ -33,18 +36,21 @@ class BrokerHeartbeatRequest:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"BrokerHeartbeatRequest has no version {version}")
-        w.int32(self.broker_id)
-        w.int64(self.broker_epoch)
-        w.int64(self.current_metadata_offset)
-        w.boolean(self.want_fence)
-        w.boolean(self.want_shut_down)
-        tagged = list(self.unknown_tagged_fields)
+        w.pack(
+            _BrokerHeartbeatRequest_v0,
+            self.broker_id,
+            self.broker_epoch,
+            self.current_metadata_offset,
+            self.want_fence,
+            self.want_shut_down,
+        )
+        tagged = self.unknown_tagged_fields
         if version >= 1 and self.offline_log_dirs != []:
             _tw = Writer()
             _tw.unsigned_varint(len(self.offline_log_dirs) + 1)
             for _item_offline_log_dirs in self.offline_log_dirs:
                 _tw.uuid(_item_offline_log_dirs)
-            tagged.append((0, _tw.getvalue()))
+            tagged = [*tagged, (0, _tw.getvalue())]
         w.tagged_fields(tagged)
         if not (version >= 1) and self.offline_log_dirs != []:
             raise UnsupportedVersionError(
@@ -56,15 +62,13 @@ class BrokerHeartbeatRequest:
         if not 0 <= version <= 1:
             raise DecodeError(f"BrokerHeartbeatRequest has no version {version}")
         _broker_id: int
-        _broker_id = r.int32()
         _broker_epoch: int
-        _broker_epoch = r.int64()
         _current_metadata_offset: int
-        _current_metadata_offset = r.int64()
         _want_fence: bool
-        _want_fence = r.boolean()
         _want_shut_down: bool
-        _want_shut_down = r.boolean()
+        _broker_id, _broker_epoch, _current_metadata_offset, _want_fence, _want_shut_down = (
+            r.unpack(_BrokerHeartbeatRequest_v0)
+        )
         _offline_log_dirs: list[uuid.UUID] = []
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
@@ -78,13 +82,13 @@ class BrokerHeartbeatRequest:
             else:
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            broker_id=_broker_id,
-            broker_epoch=_broker_epoch,
-            current_metadata_offset=_current_metadata_offset,
-            want_fence=_want_fence,
-            want_shut_down=_want_shut_down,
-            offline_log_dirs=_offline_log_dirs,
-            unknown_tagged_fields=_unknown,
+            _broker_id,
+            _broker_epoch,
+            _current_metadata_offset,
+            _want_fence,
+            _want_shut_down,
+            _offline_log_dirs,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_BrokerHeartbeatResponse_v0 = Struct(">ih???")
 
 
 @dataclass(slots=True)
@@ -31,11 +34,14 @@ class BrokerHeartbeatResponse:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"BrokerHeartbeatResponse has no version {version}")
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
-        w.boolean(self.is_caught_up)
-        w.boolean(self.is_fenced)
-        w.boolean(self.should_shut_down)
+        w.pack(
+            _BrokerHeartbeatResponse_v0,
+            self.throttle_time_ms,
+            self.error_code,
+            self.is_caught_up,
+            self.is_fenced,
+            self.should_shut_down,
+        )
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
@@ -43,26 +49,19 @@ class BrokerHeartbeatResponse:
         if not 0 <= version <= 1:
             raise DecodeError(f"BrokerHeartbeatResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
         _is_caught_up: bool
-        _is_caught_up = r.boolean()
         _is_fenced: bool
-        _is_fenced = r.boolean()
         _should_shut_down: bool
-        _should_shut_down = r.boolean()
+        _throttle_time_ms, _error_code, _is_caught_up, _is_fenced, _should_shut_down = r.unpack(
+            _BrokerHeartbeatResponse_v0
+        )
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            is_caught_up=_is_caught_up,
-            is_fenced=_is_fenced,
-            should_shut_down=_should_shut_down,
-            unknown_tagged_fields=_unknown,
+            _throttle_time_ms, _error_code, _is_caught_up, _is_fenced, _should_shut_down, _unknown
         )
 
     def encode(self, version: int) -> bytes:

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_Listener_v0 = Struct(">Hh")
+_Feature_v0 = Struct(">hh")
 
 
 @dataclass(slots=True)
@@ -25,8 +29,7 @@ class Listener:
     def write(self, w: Writer, version: int) -> None:
         w.compact_string(self.name)
         w.compact_string(self.host)
-        w.uint16(self.port)
-        w.int16(self.security_protocol)
+        w.pack(_Listener_v0, self.port, self.security_protocol)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
@@ -36,20 +39,13 @@ class Listener:
         _host: str
         _host = r.compact_string()
         _port: int
-        _port = r.uint16()
         _security_protocol: int
-        _security_protocol = r.int16()
+        _port, _security_protocol = r.unpack(_Listener_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            name=_name,
-            host=_host,
-            port=_port,
-            security_protocol=_security_protocol,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_name, _host, _port, _security_protocol, _unknown)
 
 
 @dataclass(slots=True)
@@ -63,8 +59,7 @@ class Feature:
 
     def write(self, w: Writer, version: int) -> None:
         w.compact_string(self.name)
-        w.int16(self.min_supported_version)
-        w.int16(self.max_supported_version)
+        w.pack(_Feature_v0, self.min_supported_version, self.max_supported_version)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
@@ -72,19 +67,13 @@ class Feature:
         _name: str
         _name = r.compact_string()
         _min_supported_version: int
-        _min_supported_version = r.int16()
         _max_supported_version: int
-        _max_supported_version = r.int16()
+        _min_supported_version, _max_supported_version = r.unpack(_Feature_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            name=_name,
-            min_supported_version=_min_supported_version,
-            max_supported_version=_max_supported_version,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_name, _min_supported_version, _max_supported_version, _unknown)
 
 
 @dataclass(slots=True)
@@ -180,16 +169,16 @@ class BrokerRegistrationRequest:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            broker_id=_broker_id,
-            cluster_id=_cluster_id,
-            incarnation_id=_incarnation_id,
-            listeners=_listeners,
-            features=_features,
-            rack=_rack,
-            is_migrating_zk_broker=_is_migrating_zk_broker,
-            log_dirs=_log_dirs,
-            previous_broker_epoch=_previous_broker_epoch,
-            unknown_tagged_fields=_unknown,
+            _broker_id,
+            _cluster_id,
+            _incarnation_id,
+            _listeners,
+            _features,
+            _rack,
+            _is_migrating_zk_broker,
+            _log_dirs,
+            _previous_broker_epoch,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

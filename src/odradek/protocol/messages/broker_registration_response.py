@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_BrokerRegistrationResponse_v0 = Struct(">ihq")
 
 
 @dataclass(slots=True)
@@ -29,9 +32,12 @@ class BrokerRegistrationResponse:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 4:
             raise UnsupportedVersionError(f"BrokerRegistrationResponse has no version {version}")
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
-        w.int64(self.broker_epoch)
+        w.pack(
+            _BrokerRegistrationResponse_v0,
+            self.throttle_time_ms,
+            self.error_code,
+            self.broker_epoch,
+        )
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
@@ -39,21 +45,14 @@ class BrokerRegistrationResponse:
         if not 0 <= version <= 4:
             raise DecodeError(f"BrokerRegistrationResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
         _broker_epoch: int
-        _broker_epoch = r.int64()
+        _throttle_time_ms, _error_code, _broker_epoch = r.unpack(_BrokerRegistrationResponse_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            broker_epoch=_broker_epoch,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _broker_epoch, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

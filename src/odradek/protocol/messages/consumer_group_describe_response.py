@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_DescribedGroup_v0 = Struct(">ii")
 
 
 @dataclass(slots=True)
@@ -44,12 +47,7 @@ class TopicPartitions:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topic_id=_topic_id,
-            topic_name=_topic_name,
-            partitions=_partitions,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_topic_id, _topic_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -76,7 +74,7 @@ class Assignment:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_partitions=_topic_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -140,17 +138,17 @@ class Member:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            member_id=_member_id,
-            instance_id=_instance_id,
-            rack_id=_rack_id,
-            member_epoch=_member_epoch,
-            client_id=_client_id,
-            client_host=_client_host,
-            subscribed_topic_names=_subscribed_topic_names,
-            subscribed_topic_regex=_subscribed_topic_regex,
-            assignment=_assignment,
-            target_assignment=_target_assignment,
-            unknown_tagged_fields=_unknown,
+            _member_id,
+            _instance_id,
+            _rack_id,
+            _member_epoch,
+            _client_id,
+            _client_host,
+            _subscribed_topic_names,
+            _subscribed_topic_regex,
+            _assignment,
+            _target_assignment,
+            _unknown,
         )
 
 
@@ -174,8 +172,7 @@ class DescribedGroup:
         w.compact_nullable_string(self.error_message)
         w.compact_string(self.group_id)
         w.compact_string(self.group_state)
-        w.int32(self.group_epoch)
-        w.int32(self.assignment_epoch)
+        w.pack(_DescribedGroup_v0, self.group_epoch, self.assignment_epoch)
         w.compact_string(self.assignor_name)
         w.unsigned_varint(len(self.members) + 1)
         for _item_members in self.members:
@@ -194,9 +191,8 @@ class DescribedGroup:
         _group_state: str
         _group_state = r.compact_string()
         _group_epoch: int
-        _group_epoch = r.int32()
         _assignment_epoch: int
-        _assignment_epoch = r.int32()
+        _group_epoch, _assignment_epoch = r.unpack(_DescribedGroup_v0)
         _assignor_name: str
         _assignor_name = r.compact_string()
         _members: list[Member]
@@ -211,16 +207,16 @@ class DescribedGroup:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            error_code=_error_code,
-            error_message=_error_message,
-            group_id=_group_id,
-            group_state=_group_state,
-            group_epoch=_group_epoch,
-            assignment_epoch=_assignment_epoch,
-            assignor_name=_assignor_name,
-            members=_members,
-            authorized_operations=_authorized_operations,
-            unknown_tagged_fields=_unknown,
+            _error_code,
+            _error_message,
+            _group_id,
+            _group_state,
+            _group_epoch,
+            _assignment_epoch,
+            _assignor_name,
+            _members,
+            _authorized_operations,
+            _unknown,
         )
 
 
@@ -262,9 +258,7 @@ class ConsumerGroupDescribeResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms, groups=_groups, unknown_tagged_fields=_unknown
-        )
+        return cls(_throttle_time_ms, _groups, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -40,7 +40,7 @@ class TopicPartitions:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -137,17 +137,17 @@ class ConsumerGroupHeartbeatRequest:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            group_id=_group_id,
-            member_id=_member_id,
-            member_epoch=_member_epoch,
-            instance_id=_instance_id,
-            rack_id=_rack_id,
-            rebalance_timeout_ms=_rebalance_timeout_ms,
-            subscribed_topic_names=_subscribed_topic_names,
-            subscribed_topic_regex=_subscribed_topic_regex,
-            server_assignor=_server_assignor,
-            topic_partitions=_topic_partitions,
-            unknown_tagged_fields=_unknown,
+            _group_id,
+            _member_id,
+            _member_epoch,
+            _instance_id,
+            _rack_id,
+            _rebalance_timeout_ms,
+            _subscribed_topic_names,
+            _subscribed_topic_regex,
+            _server_assignor,
+            _topic_partitions,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_ConsumerGroupHeartbeatResponse_1_v0 = Struct(">ih")
+_ConsumerGroupHeartbeatResponse_2_v0 = Struct(">ii")
 
 
 @dataclass(slots=True)
@@ -40,7 +44,7 @@ class TopicPartitions:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -67,7 +71,7 @@ class Assignment:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_partitions=_topic_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -94,12 +98,10 @@ class ConsumerGroupHeartbeatResponse:
             raise UnsupportedVersionError(
                 f"ConsumerGroupHeartbeatResponse has no version {version}"
             )
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+        w.pack(_ConsumerGroupHeartbeatResponse_1_v0, self.throttle_time_ms, self.error_code)
         w.compact_nullable_string(self.error_message)
         w.compact_nullable_string(self.member_id)
-        w.int32(self.member_epoch)
-        w.int32(self.heartbeat_interval_ms)
+        w.pack(_ConsumerGroupHeartbeatResponse_2_v0, self.member_epoch, self.heartbeat_interval_ms)
         if self.assignment is None:
             w.int8(-1)
         else:
@@ -112,17 +114,15 @@ class ConsumerGroupHeartbeatResponse:
         if not 0 <= version <= 1:
             raise DecodeError(f"ConsumerGroupHeartbeatResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _throttle_time_ms, _error_code = r.unpack(_ConsumerGroupHeartbeatResponse_1_v0)
         _error_message: str | None
         _error_message = r.compact_nullable_string()
         _member_id: str | None
         _member_id = r.compact_nullable_string()
         _member_epoch: int
-        _member_epoch = r.int32()
         _heartbeat_interval_ms: int
-        _heartbeat_interval_ms = r.int32()
+        _member_epoch, _heartbeat_interval_ms = r.unpack(_ConsumerGroupHeartbeatResponse_2_v0)
         _assignment: Assignment | None
         if r.int8() < 0:
             _assignment = None
@@ -133,14 +133,14 @@ class ConsumerGroupHeartbeatResponse:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            error_message=_error_message,
-            member_id=_member_id,
-            member_epoch=_member_epoch,
-            heartbeat_interval_ms=_heartbeat_interval_ms,
-            assignment=_assignment,
-            unknown_tagged_fields=_unknown,
+            _throttle_time_ms,
+            _error_code,
+            _error_message,
+            _member_id,
+            _member_epoch,
+            _heartbeat_interval_ms,
+            _assignment,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

@@ -33,7 +33,7 @@ class TopicPartition:
         if _n_partitions is None:
             raise DecodeError("TopicPartition.partitions: null array")
         _partitions = [r.int32() for _ in range(_n_partitions)]
-        return cls(topic=_topic, partitions=_partitions)
+        return cls(_topic, _partitions)
 
 
 @dataclass(slots=True)
@@ -69,7 +69,7 @@ class ConsumerProtocolAssignment:
         ]
         _user_data: bytes | None
         _user_data = r.nullable_bytes()
-        return cls(assigned_partitions=_assigned_partitions, user_data=_user_data)
+        return cls(_assigned_partitions, _user_data)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

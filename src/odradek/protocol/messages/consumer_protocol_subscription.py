@@ -49,7 +49,7 @@ class TopicPartition:
             _partitions = [r.int32() for _ in range(_n_partitions)]
         else:
             _partitions = []
-        return cls(topic=_topic, partitions=_partitions)
+        return cls(_topic, _partitions)
 
 
 @dataclass(slots=True)
@@ -114,13 +114,7 @@ class ConsumerProtocolSubscription:
             _rack_id = r.nullable_string()
         else:
             _rack_id = None
-        return cls(
-            topics=_topics,
-            user_data=_user_data,
-            owned_partitions=_owned_partitions,
-            generation_id=_generation_id,
-            rack_id=_rack_id,
-        )
+        return cls(_topics, _user_data, _owned_partitions, _generation_id, _rack_id)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_ControlledShutdownRequest_v2 = Struct(">iq")
 
 
 @dataclass(slots=True)
@@ -29,9 +32,10 @@ class ControlledShutdownRequest:
         if not 0 <= version <= 3:
             raise UnsupportedVersionError(f"ControlledShutdownRequest has no version {version}")
         flexible = version >= 3
-        w.int32(self.broker_id)
         if version >= 2:
-            w.int64(self.broker_epoch)
+            w.pack(_ControlledShutdownRequest_v2, self.broker_id, self.broker_epoch)
+        else:
+            w.int32(self.broker_id)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -41,18 +45,18 @@ class ControlledShutdownRequest:
             raise DecodeError(f"ControlledShutdownRequest has no version {version}")
         flexible = version >= 3
         _broker_id: int
-        _broker_id = r.int32()
         _broker_epoch: int
         if version >= 2:
-            _broker_epoch = r.int64()
+            _broker_id, _broker_epoch = r.unpack(_ControlledShutdownRequest_v2)
         else:
+            _broker_id = r.int32()
             _broker_epoch = -1
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(broker_id=_broker_id, broker_epoch=_broker_epoch, unknown_tagged_fields=_unknown)
+        return cls(_broker_id, _broker_epoch, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

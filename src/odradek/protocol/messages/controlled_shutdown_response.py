@@ -44,9 +44,7 @@ class RemainingPartition:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topic_name=_topic_name, partition_index=_partition_index, unknown_tagged_fields=_unknown
-        )
+        return cls(_topic_name, _partition_index, _unknown)
 
 
 @dataclass(slots=True)
@@ -106,11 +104,7 @@ class ControlledShutdownResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            error_code=_error_code,
-            remaining_partitions=_remaining_partitions,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_error_code, _remaining_partitions, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

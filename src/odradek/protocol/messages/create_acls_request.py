@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_AclCreation_v0 = Struct(">bb")
 
 
 @dataclass(slots=True)
@@ -45,8 +48,7 @@ class AclCreation:
             w.compact_string(self.host)
         else:
             w.string(self.host)
-        w.int8(self.operation)
-        w.int8(self.permission_type)
+        w.pack(_AclCreation_v0, self.operation, self.permission_type)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -76,23 +78,22 @@ class AclCreation:
         else:
             _host = r.string()
         _operation: int
-        _operation = r.int8()
         _permission_type: int
-        _permission_type = r.int8()
+        _operation, _permission_type = r.unpack(_AclCreation_v0)
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            resource_type=_resource_type,
-            resource_name=_resource_name,
-            resource_pattern_type=_resource_pattern_type,
-            principal=_principal,
-            host=_host,
-            operation=_operation,
-            permission_type=_permission_type,
-            unknown_tagged_fields=_unknown,
+            _resource_type,
+            _resource_name,
+            _resource_pattern_type,
+            _principal,
+            _host,
+            _operation,
+            _permission_type,
+            _unknown,
         )
 
 
@@ -145,7 +146,7 @@ class CreateAclsRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(creations=_creations, unknown_tagged_fields=_unknown)
+        return cls(_creations, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -44,9 +44,7 @@ class AclCreationResult:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            error_code=_error_code, error_message=_error_message, unknown_tagged_fields=_unknown
-        )
+        return cls(_error_code, _error_message, _unknown)
 
 
 @dataclass(slots=True)
@@ -102,9 +100,7 @@ class CreateAclsResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms, results=_results, unknown_tagged_fields=_unknown
-        )
+        return cls(_throttle_time_ms, _results, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -50,11 +50,7 @@ class CreatableRenewers:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            principal_type=_principal_type,
-            principal_name=_principal_name,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_principal_type, _principal_name, _unknown)
 
 
 @dataclass(slots=True)
@@ -135,11 +131,7 @@ class CreateDelegationTokenRequest:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            owner_principal_type=_owner_principal_type,
-            owner_principal_name=_owner_principal_name,
-            renewers=_renewers,
-            max_lifetime_ms=_max_lifetime_ms,
-            unknown_tagged_fields=_unknown,
+            _owner_principal_type, _owner_principal_name, _renewers, _max_lifetime_ms, _unknown
         )
 
     def encode(self, version: int) -> bytes:

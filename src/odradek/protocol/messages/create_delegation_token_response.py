@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_CreateDelegationTokenResponse_v0 = Struct(">qqq")
 
 
 @dataclass(slots=True)
@@ -59,9 +62,12 @@ class CreateDelegationTokenResponse:
             raise UnsupportedVersionError(
                 f"CreateDelegationTokenResponse.token_requester_principal_name cannot be sent in version {version}"
             )
-        w.int64(self.issue_timestamp_ms)
-        w.int64(self.expiry_timestamp_ms)
-        w.int64(self.max_timestamp_ms)
+        w.pack(
+            _CreateDelegationTokenResponse_v0,
+            self.issue_timestamp_ms,
+            self.expiry_timestamp_ms,
+            self.max_timestamp_ms,
+        )
         if flexible:
             w.compact_string(self.token_id)
         else:
@@ -102,11 +108,11 @@ class CreateDelegationTokenResponse:
         else:
             _token_requester_principal_name = ""
         _issue_timestamp_ms: int
-        _issue_timestamp_ms = r.int64()
         _expiry_timestamp_ms: int
-        _expiry_timestamp_ms = r.int64()
         _max_timestamp_ms: int
-        _max_timestamp_ms = r.int64()
+        _issue_timestamp_ms, _expiry_timestamp_ms, _max_timestamp_ms = r.unpack(
+            _CreateDelegationTokenResponse_v0
+        )
         _token_id: str
         if flexible:
             _token_id = r.compact_string()
@@ -125,18 +131,18 @@ class CreateDelegationTokenResponse:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            error_code=_error_code,
-            principal_type=_principal_type,
-            principal_name=_principal_name,
-            token_requester_principal_type=_token_requester_principal_type,
-            token_requester_principal_name=_token_requester_principal_name,
-            issue_timestamp_ms=_issue_timestamp_ms,
-            expiry_timestamp_ms=_expiry_timestamp_ms,
-            max_timestamp_ms=_max_timestamp_ms,
-            token_id=_token_id,
-            hmac=_hmac,
-            throttle_time_ms=_throttle_time_ms,
-            unknown_tagged_fields=_unknown,
+            _error_code,
+            _principal_type,
+            _principal_name,
+            _token_requester_principal_type,
+            _token_requester_principal_name,
+            _issue_timestamp_ms,
+            _expiry_timestamp_ms,
+            _max_timestamp_ms,
+            _token_id,
+            _hmac,
+            _throttle_time_ms,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_CreatePartitionsRequest_v0 = Struct(">i?")
 
 
 @dataclass(slots=True)
@@ -50,7 +53,7 @@ class CreatePartitionsAssignment:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(broker_ids=_broker_ids, unknown_tagged_fields=_unknown)
+        return cls(_broker_ids, _unknown)
 
 
 @dataclass(slots=True)
@@ -118,9 +121,7 @@ class CreatePartitionsTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            name=_name, count=_count, assignments=_assignments, unknown_tagged_fields=_unknown
-        )
+        return cls(_name, _count, _assignments, _unknown)
 
 
 @dataclass(slots=True)
@@ -150,8 +151,7 @@ class CreatePartitionsRequest:
             w.int32(len(self.topics))
             for _item_topics in self.topics:
                 _item_topics.write(w, version)
-        w.int32(self.timeout_ms)
-        w.boolean(self.validate_only)
+        w.pack(_CreatePartitionsRequest_v0, self.timeout_ms, self.validate_only)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -172,20 +172,14 @@ class CreatePartitionsRequest:
                 raise DecodeError("CreatePartitionsRequest.topics: null array")
             _topics = [CreatePartitionsTopic.read(r, version) for _ in range(_n_topics)]
         _timeout_ms: int
-        _timeout_ms = r.int32()
         _validate_only: bool
-        _validate_only = r.boolean()
+        _timeout_ms, _validate_only = r.unpack(_CreatePartitionsRequest_v0)
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topics=_topics,
-            timeout_ms=_timeout_ms,
-            validate_only=_validate_only,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_topics, _timeout_ms, _validate_only, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

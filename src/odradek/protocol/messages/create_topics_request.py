@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_CreatableTopic_v0 = Struct(">ih")
+_CreateTopicsRequest_v1 = Struct(">i?")
 
 
 @dataclass(slots=True)
@@ -54,9 +58,7 @@ class CreatableReplicaAssignment:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition_index=_partition_index, broker_ids=_broker_ids, unknown_tagged_fields=_unknown
-        )
+        return cls(_partition_index, _broker_ids, _unknown)
 
 
 @dataclass(slots=True)
@@ -98,7 +100,7 @@ class CreatableTopicConfig:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, value=_value, unknown_tagged_fields=_unknown)
+        return cls(_name, _value, _unknown)
 
 
 @dataclass(slots=True)
@@ -118,8 +120,7 @@ class CreatableTopic:
             w.compact_string(self.name)
         else:
             w.string(self.name)
-        w.int32(self.num_partitions)
-        w.int16(self.replication_factor)
+        w.pack(_CreatableTopic_v0, self.num_partitions, self.replication_factor)
         if flexible:
             w.unsigned_varint(len(self.assignments) + 1)
             for _item_assignments in self.assignments:
@@ -148,9 +149,8 @@ class CreatableTopic:
         else:
             _name = r.string()
         _num_partitions: int
-        _num_partitions = r.int32()
         _replication_factor: int
-        _replication_factor = r.int16()
+        _num_partitions, _replication_factor = r.unpack(_CreatableTopic_v0)
         _assignments: list[CreatableReplicaAssignment]
         if flexible:
             _n_assignments = r.compact_array_length()
@@ -182,14 +182,7 @@ class CreatableTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            name=_name,
-            num_partitions=_num_partitions,
-            replication_factor=_replication_factor,
-            assignments=_assignments,
-            configs=_configs,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_name, _num_partitions, _replication_factor, _assignments, _configs, _unknown)
 
 
 @dataclass(slots=True)
@@ -219,13 +212,16 @@ class CreateTopicsRequest:
             w.int32(len(self.topics))
             for _item_topics in self.topics:
                 _item_topics.write(w, version)
-        w.int32(self.timeout_ms)
         if version >= 1:
-            w.boolean(self.validate_only)
-        elif self.validate_only != False:
-            raise UnsupportedVersionError(
-                f"CreateTopicsRequest.validate_only cannot be sent in version {version}"
-            )
+            w.pack(_CreateTopicsRequest_v1, self.timeout_ms, self.validate_only)
+        else:
+            if self.validate_only != False:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.timeout_ms)
+                raise UnsupportedVersionError(
+                    f"CreateTopicsRequest.validate_only cannot be sent in version {version}"
+                )
+            w.int32(self.timeout_ms)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -246,23 +242,18 @@ class CreateTopicsRequest:
                 raise DecodeError("CreateTopicsRequest.topics: null array")
             _topics = [CreatableTopic.read(r, version) for _ in range(_n_topics)]
         _timeout_ms: int
-        _timeout_ms = r.int32()
         _validate_only: bool
         if version >= 1:
-            _validate_only = r.boolean()
+            _timeout_ms, _validate_only = r.unpack(_CreateTopicsRequest_v1)
         else:
+            _timeout_ms = r.int32()
             _validate_only = False
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topics=_topics,
-            timeout_ms=_timeout_ms,
-            validate_only=_validate_only,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_topics, _timeout_ms, _validate_only, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

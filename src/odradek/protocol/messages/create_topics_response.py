@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_CreatableTopicConfigs_v5 = Struct(">?b?")
+_CreatableTopicResult_v5 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -38,19 +42,16 @@ class CreatableTopicConfigs:
                 f"CreatableTopicConfigs.value cannot be sent in version {version}"
             )
         if version >= 5:
-            w.boolean(self.read_only)
-        elif self.read_only != False:
-            raise UnsupportedVersionError(
-                f"CreatableTopicConfigs.read_only cannot be sent in version {version}"
-            )
-        if version >= 5:
-            w.int8(self.config_source)
-        if version >= 5:
-            w.boolean(self.is_sensitive)
-        elif self.is_sensitive != False:
-            raise UnsupportedVersionError(
-                f"CreatableTopicConfigs.is_sensitive cannot be sent in version {version}"
-            )
+            w.pack(_CreatableTopicConfigs_v5, self.read_only, self.config_source, self.is_sensitive)
+        else:
+            if self.read_only != False:
+                raise UnsupportedVersionError(
+                    f"CreatableTopicConfigs.read_only cannot be sent in version {version}"
+                )
+            if self.is_sensitive != False:
+                raise UnsupportedVersionError(
+                    f"CreatableTopicConfigs.is_sensitive cannot be sent in version {version}"
+                )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -68,33 +69,20 @@ class CreatableTopicConfigs:
         else:
             _value = ""
         _read_only: bool
-        if version >= 5:
-            _read_only = r.boolean()
-        else:
-            _read_only = False
         _config_source: int
-        if version >= 5:
-            _config_source = r.int8()
-        else:
-            _config_source = -1
         _is_sensitive: bool
         if version >= 5:
-            _is_sensitive = r.boolean()
+            _read_only, _config_source, _is_sensitive = r.unpack(_CreatableTopicConfigs_v5)
         else:
+            _read_only = False
+            _config_source = -1
             _is_sensitive = False
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            name=_name,
-            value=_value,
-            read_only=_read_only,
-            config_source=_config_source,
-            is_sensitive=_is_sensitive,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_name, _value, _read_only, _config_source, _is_sensitive, _unknown)
 
 
 @dataclass(slots=True)
@@ -126,9 +114,7 @@ class CreatableTopicResult:
             else:
                 w.nullable_string(self.error_message)
         if version >= 5:
-            w.int32(self.num_partitions)
-        if version >= 5:
-            w.int16(self.replication_factor)
+            w.pack(_CreatableTopicResult_v5, self.num_partitions, self.replication_factor)
         if version >= 5:
             if self.configs is None:
                 w.unsigned_varint(0)
@@ -137,11 +123,11 @@ class CreatableTopicResult:
                 for _item_configs in self.configs:
                     _item_configs.write(w, version)
         if flexible:
-            tagged = list(self.unknown_tagged_fields)
+            tagged = self.unknown_tagged_fields
             if version >= 5 and self.topic_config_error_code != 0:
                 _tw = Writer()
                 _tw.int16(self.topic_config_error_code)
-                tagged.append((0, _tw.getvalue()))
+                tagged = [*tagged, (0, _tw.getvalue())]
             w.tagged_fields(tagged)
 
     @classmethod
@@ -169,14 +155,11 @@ class CreatableTopicResult:
             _error_message = ""
         _topic_config_error_code: int = 0
         _num_partitions: int
-        if version >= 5:
-            _num_partitions = r.int32()
-        else:
-            _num_partitions = -1
         _replication_factor: int
         if version >= 5:
-            _replication_factor = r.int16()
+            _num_partitions, _replication_factor = r.unpack(_CreatableTopicResult_v5)
         else:
+            _num_partitions = -1
             _replication_factor = -1
         _configs: list[CreatableTopicConfigs] | None
         if version >= 5:
@@ -197,15 +180,15 @@ class CreatableTopicResult:
                 else:
                     _unknown.append((_tag, _tr.rest()))
         return cls(
-            name=_name,
-            topic_id=_topic_id,
-            error_code=_error_code,
-            error_message=_error_message,
-            topic_config_error_code=_topic_config_error_code,
-            num_partitions=_num_partitions,
-            replication_factor=_replication_factor,
-            configs=_configs,
-            unknown_tagged_fields=_unknown,
+            _name,
+            _topic_id,
+            _error_code,
+            _error_message,
+            _topic_config_error_code,
+            _num_partitions,
+            _replication_factor,
+            _configs,
+            _unknown,
         )
 
 
@@ -266,9 +249,7 @@ class CreateTopicsResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms, topics=_topics, unknown_tagged_fields=_unknown
-        )
+        return cls(_throttle_time_ms, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -47,12 +47,7 @@ class DefaultPrincipalData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            type=_type,
-            name=_name,
-            token_authenticated=_token_authenticated,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_type, _name, _token_authenticated, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

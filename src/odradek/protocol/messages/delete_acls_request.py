@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_DeleteAclsFilter_v0 = Struct(">bb")
 
 
 @dataclass(slots=True)
@@ -45,8 +48,7 @@ class DeleteAclsFilter:
             w.compact_nullable_string(self.host_filter)
         else:
             w.nullable_string(self.host_filter)
-        w.int8(self.operation)
-        w.int8(self.permission_type)
+        w.pack(_DeleteAclsFilter_v0, self.operation, self.permission_type)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -76,23 +78,22 @@ class DeleteAclsFilter:
         else:
             _host_filter = r.nullable_string()
         _operation: int
-        _operation = r.int8()
         _permission_type: int
-        _permission_type = r.int8()
+        _operation, _permission_type = r.unpack(_DeleteAclsFilter_v0)
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            resource_type_filter=_resource_type_filter,
-            resource_name_filter=_resource_name_filter,
-            pattern_type_filter=_pattern_type_filter,
-            principal_filter=_principal_filter,
-            host_filter=_host_filter,
-            operation=_operation,
-            permission_type=_permission_type,
-            unknown_tagged_fields=_unknown,
+            _resource_type_filter,
+            _resource_name_filter,
+            _pattern_type_filter,
+            _principal_filter,
+            _host_filter,
+            _operation,
+            _permission_type,
+            _unknown,
         )
 
 
@@ -145,7 +146,7 @@ class DeleteAclsRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(filters=_filters, unknown_tagged_fields=_unknown)
+        return cls(_filters, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

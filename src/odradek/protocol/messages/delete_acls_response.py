@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_DeleteAclsMatchingAcl_v0 = Struct(">bb")
 
 
 @dataclass(slots=True)
@@ -52,8 +55,7 @@ class DeleteAclsMatchingAcl:
             w.compact_string(self.host)
         else:
             w.string(self.host)
-        w.int8(self.operation)
-        w.int8(self.permission_type)
+        w.pack(_DeleteAclsMatchingAcl_v0, self.operation, self.permission_type)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -90,25 +92,24 @@ class DeleteAclsMatchingAcl:
         else:
             _host = r.string()
         _operation: int
-        _operation = r.int8()
         _permission_type: int
-        _permission_type = r.int8()
+        _operation, _permission_type = r.unpack(_DeleteAclsMatchingAcl_v0)
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            error_code=_error_code,
-            error_message=_error_message,
-            resource_type=_resource_type,
-            resource_name=_resource_name,
-            pattern_type=_pattern_type,
-            principal=_principal,
-            host=_host,
-            operation=_operation,
-            permission_type=_permission_type,
-            unknown_tagged_fields=_unknown,
+            _error_code,
+            _error_message,
+            _resource_type,
+            _resource_name,
+            _pattern_type,
+            _principal,
+            _host,
+            _operation,
+            _permission_type,
+            _unknown,
         )
 
 
@@ -169,12 +170,7 @@ class DeleteAclsFilterResult:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            error_code=_error_code,
-            error_message=_error_message,
-            matching_acls=_matching_acls,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_error_code, _error_message, _matching_acls, _unknown)
 
 
 @dataclass(slots=True)
@@ -234,11 +230,7 @@ class DeleteAclsResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            filter_results=_filter_results,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _filter_results, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

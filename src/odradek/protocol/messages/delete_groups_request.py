@@ -60,7 +60,7 @@ class DeleteGroupsRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(groups_names=_groups_names, unknown_tagged_fields=_unknown)
+        return cls(_groups_names, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

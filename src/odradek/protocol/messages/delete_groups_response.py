@@ -44,7 +44,7 @@ class DeletableGroupResult:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(group_id=_group_id, error_code=_error_code, unknown_tagged_fields=_unknown)
+        return cls(_group_id, _error_code, _unknown)
 
 
 @dataclass(slots=True)
@@ -100,9 +100,7 @@ class DeleteGroupsResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms, results=_results, unknown_tagged_fields=_unknown
-        )
+        return cls(_throttle_time_ms, _results, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

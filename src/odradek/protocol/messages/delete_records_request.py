@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Records, Writer
 from odradek.protocol.schema import FieldSpec
+
+_DeleteRecordsPartition_v0 = Struct(">iq")
 
 
 @dataclass(slots=True)
@@ -21,8 +24,7 @@ class DeleteRecordsPartition:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 2
-        w.int32(self.partition_index)
-        w.int64(self.offset)
+        w.pack(_DeleteRecordsPartition_v0, self.partition_index, self.offset)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -30,15 +32,14 @@ class DeleteRecordsPartition:
     def read(cls, r: Reader, version: int) -> DeleteRecordsPartition:
         flexible = version >= 2
         _partition_index: int
-        _partition_index = r.int32()
         _offset: int
-        _offset = r.int64()
+        _partition_index, _offset = r.unpack(_DeleteRecordsPartition_v0)
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(partition_index=_partition_index, offset=_offset, unknown_tagged_fields=_unknown)
+        return cls(_partition_index, _offset, _unknown)
 
 
 @dataclass(slots=True)
@@ -90,7 +91,7 @@ class DeleteRecordsTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -146,7 +147,7 @@ class DeleteRecordsRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(topics=_topics, timeout_ms=_timeout_ms, unknown_tagged_fields=_unknown)
+        return cls(_topics, _timeout_ms, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Records, Writer
 from odradek.protocol.schema import FieldSpec
+
+_DeleteRecordsPartitionResult_v0 = Struct(">iqh")
 
 
 @dataclass(slots=True)
@@ -22,9 +25,12 @@ class DeleteRecordsPartitionResult:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 2
-        w.int32(self.partition_index)
-        w.int64(self.low_watermark)
-        w.int16(self.error_code)
+        w.pack(
+            _DeleteRecordsPartitionResult_v0,
+            self.partition_index,
+            self.low_watermark,
+            self.error_code,
+        )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -32,22 +38,15 @@ class DeleteRecordsPartitionResult:
     def read(cls, r: Reader, version: int) -> DeleteRecordsPartitionResult:
         flexible = version >= 2
         _partition_index: int
-        _partition_index = r.int32()
         _low_watermark: int
-        _low_watermark = r.int64()
         _error_code: int
-        _error_code = r.int16()
+        _partition_index, _low_watermark, _error_code = r.unpack(_DeleteRecordsPartitionResult_v0)
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition_index=_partition_index,
-            low_watermark=_low_watermark,
-            error_code=_error_code,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_partition_index, _low_watermark, _error_code, _unknown)
 
 
 @dataclass(slots=True)
@@ -103,7 +102,7 @@ class DeleteRecordsTopicResult:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -159,9 +158,7 @@ class DeleteRecordsResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms, topics=_topics, unknown_tagged_fields=_unknown
-        )
+        return cls(_throttle_time_ms, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -31,7 +31,7 @@ class PartitionData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(partition=_partition, unknown_tagged_fields=_unknown)
+        return cls(_partition, _unknown)
 
 
 @dataclass(slots=True)
@@ -62,7 +62,7 @@ class DeleteStateData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -103,7 +103,7 @@ class DeleteShareGroupStateRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(group_id=_group_id, topics=_topics, unknown_tagged_fields=_unknown)
+        return cls(_group_id, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

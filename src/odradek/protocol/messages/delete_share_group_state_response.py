@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_PartitionResult_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -22,29 +25,22 @@ class PartitionResult:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition)
-        w.int16(self.error_code)
+        w.pack(_PartitionResult_v0, self.partition, self.error_code)
         w.compact_nullable_string(self.error_message)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionResult:
         _partition: int
-        _partition = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _partition, _error_code = r.unpack(_PartitionResult_v0)
         _error_message: str | None
         _error_message = r.compact_nullable_string()
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition=_partition,
-            error_code=_error_code,
-            error_message=_error_message,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_partition, _error_code, _error_message, _unknown)
 
 
 @dataclass(slots=True)
@@ -75,7 +71,7 @@ class DeleteStateResult:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -112,7 +108,7 @@ class DeleteShareGroupStateResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(results=_results, unknown_tagged_fields=_unknown)
+        return cls(_results, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -55,7 +55,7 @@ class DeleteTopicState:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, topic_id=_topic_id, unknown_tagged_fields=_unknown)
+        return cls(_name, _topic_id, _unknown)
 
 
 @dataclass(slots=True)
@@ -132,12 +132,7 @@ class DeleteTopicsRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topics=_topics,
-            topic_names=_topic_names,
-            timeout_ms=_timeout_ms,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_topics, _topic_names, _timeout_ms, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -73,13 +73,7 @@ class DeletableTopicResult:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            name=_name,
-            topic_id=_topic_id,
-            error_code=_error_code,
-            error_message=_error_message,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_name, _topic_id, _error_code, _error_message, _unknown)
 
 
 @dataclass(slots=True)
@@ -139,9 +133,7 @@ class DeleteTopicsResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms, responses=_responses, unknown_tagged_fields=_unknown
-        )
+        return cls(_throttle_time_ms, _responses, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

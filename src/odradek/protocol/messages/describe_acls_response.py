@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_AclDescription_v0 = Struct(">bb")
+_DescribeAclsResponse_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -31,8 +35,7 @@ class AclDescription:
             w.compact_string(self.host)
         else:
             w.string(self.host)
-        w.int8(self.operation)
-        w.int8(self.permission_type)
+        w.pack(_AclDescription_v0, self.operation, self.permission_type)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -50,21 +53,14 @@ class AclDescription:
         else:
             _host = r.string()
         _operation: int
-        _operation = r.int8()
         _permission_type: int
-        _permission_type = r.int8()
+        _operation, _permission_type = r.unpack(_AclDescription_v0)
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            principal=_principal,
-            host=_host,
-            operation=_operation,
-            permission_type=_permission_type,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_principal, _host, _operation, _permission_type, _unknown)
 
 
 @dataclass(slots=True)
@@ -132,13 +128,7 @@ class DescribeAclsResource:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            resource_type=_resource_type,
-            resource_name=_resource_name,
-            pattern_type=_pattern_type,
-            acls=_acls,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_resource_type, _resource_name, _pattern_type, _acls, _unknown)
 
 
 @dataclass(slots=True)
@@ -161,8 +151,7 @@ class DescribeAclsResponse:
         if not 0 <= version <= 3:
             raise UnsupportedVersionError(f"DescribeAclsResponse has no version {version}")
         flexible = version >= 2
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+        w.pack(_DescribeAclsResponse_v0, self.throttle_time_ms, self.error_code)
         if flexible:
             w.compact_nullable_string(self.error_message)
         else:
@@ -184,9 +173,8 @@ class DescribeAclsResponse:
             raise DecodeError(f"DescribeAclsResponse has no version {version}")
         flexible = version >= 2
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _throttle_time_ms, _error_code = r.unpack(_DescribeAclsResponse_v0)
         _error_message: str | None
         if flexible:
             _error_message = r.compact_nullable_string()
@@ -208,13 +196,7 @@ class DescribeAclsResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            error_message=_error_message,
-            resources=_resources,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _error_message, _resources, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

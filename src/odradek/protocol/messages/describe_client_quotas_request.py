@@ -54,12 +54,7 @@ class ComponentData:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            entity_type=_entity_type,
-            match_type=_match_type,
-            match=_match,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_entity_type, _match_type, _match, _unknown)
 
 
 @dataclass(slots=True)
@@ -115,7 +110,7 @@ class DescribeClientQuotasRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(components=_components, strict=_strict, unknown_tagged_fields=_unknown)
+        return cls(_components, _strict, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

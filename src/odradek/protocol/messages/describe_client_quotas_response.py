@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_DescribeClientQuotasResponse_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -50,9 +53,7 @@ class EntityData:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            entity_type=_entity_type, entity_name=_entity_name, unknown_tagged_fields=_unknown
-        )
+        return cls(_entity_type, _entity_name, _unknown)
 
 
 @dataclass(slots=True)
@@ -88,7 +89,7 @@ class ValueData:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(key=_key, value=_value, unknown_tagged_fields=_unknown)
+        return cls(_key, _value, _unknown)
 
 
 @dataclass(slots=True)
@@ -150,7 +151,7 @@ class EntryData:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(entity=_entity, values=_values, unknown_tagged_fields=_unknown)
+        return cls(_entity, _values, _unknown)
 
 
 @dataclass(slots=True)
@@ -173,8 +174,7 @@ class DescribeClientQuotasResponse:
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"DescribeClientQuotasResponse has no version {version}")
         flexible = version >= 1
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+        w.pack(_DescribeClientQuotasResponse_v0, self.throttle_time_ms, self.error_code)
         if flexible:
             w.compact_nullable_string(self.error_message)
         else:
@@ -202,9 +202,8 @@ class DescribeClientQuotasResponse:
             raise DecodeError(f"DescribeClientQuotasResponse has no version {version}")
         flexible = version >= 1
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _throttle_time_ms, _error_code = r.unpack(_DescribeClientQuotasResponse_v0)
         _error_message: str | None
         if flexible:
             _error_message = r.compact_nullable_string()
@@ -228,13 +227,7 @@ class DescribeClientQuotasResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            error_message=_error_message,
-            entries=_entries,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _error_message, _entries, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

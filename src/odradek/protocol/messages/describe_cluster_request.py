@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_DescribeClusterRequest_v1 = Struct(">?b")
 
 
 @dataclass(slots=True)
@@ -28,13 +31,20 @@ class DescribeClusterRequest:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"DescribeClusterRequest has no version {version}")
-        w.boolean(self.include_cluster_authorized_operations)
         if version >= 1:
-            w.int8(self.endpoint_type)
-        elif self.endpoint_type != 1:
-            raise UnsupportedVersionError(
-                f"DescribeClusterRequest.endpoint_type cannot be sent in version {version}"
+            w.pack(
+                _DescribeClusterRequest_v1,
+                self.include_cluster_authorized_operations,
+                self.endpoint_type,
             )
+        else:
+            if self.endpoint_type != 1:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.boolean(self.include_cluster_authorized_operations)
+                raise UnsupportedVersionError(
+                    f"DescribeClusterRequest.endpoint_type cannot be sent in version {version}"
+                )
+            w.boolean(self.include_cluster_authorized_operations)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
@@ -42,21 +52,19 @@ class DescribeClusterRequest:
         if not 0 <= version <= 1:
             raise DecodeError(f"DescribeClusterRequest has no version {version}")
         _include_cluster_authorized_operations: bool
-        _include_cluster_authorized_operations = r.boolean()
         _endpoint_type: int
         if version >= 1:
-            _endpoint_type = r.int8()
+            _include_cluster_authorized_operations, _endpoint_type = r.unpack(
+                _DescribeClusterRequest_v1
+            )
         else:
+            _include_cluster_authorized_operations = r.boolean()
             _endpoint_type = 1
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            include_cluster_authorized_operations=_include_cluster_authorized_operations,
-            endpoint_type=_endpoint_type,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_include_cluster_authorized_operations, _endpoint_type, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_DescribeClusterResponse_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -42,9 +45,7 @@ class DescribeClusterBroker:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            broker_id=_broker_id, host=_host, port=_port, rack=_rack, unknown_tagged_fields=_unknown
-        )
+        return cls(_broker_id, _host, _port, _rack, _unknown)
 
 
 @dataclass(slots=True)
@@ -70,8 +71,7 @@ class DescribeClusterResponse:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"DescribeClusterResponse has no version {version}")
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+        w.pack(_DescribeClusterResponse_v0, self.throttle_time_ms, self.error_code)
         w.compact_nullable_string(self.error_message)
         if version >= 1:
             w.int8(self.endpoint_type)
@@ -92,9 +92,8 @@ class DescribeClusterResponse:
         if not 0 <= version <= 1:
             raise DecodeError(f"DescribeClusterResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _throttle_time_ms, _error_code = r.unpack(_DescribeClusterResponse_v0)
         _error_message: str | None
         _error_message = r.compact_nullable_string()
         _endpoint_type: int
@@ -118,15 +117,15 @@ class DescribeClusterResponse:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            error_message=_error_message,
-            endpoint_type=_endpoint_type,
-            cluster_id=_cluster_id,
-            controller_id=_controller_id,
-            brokers=_brokers,
-            cluster_authorized_operations=_cluster_authorized_operations,
-            unknown_tagged_fields=_unknown,
+            _throttle_time_ms,
+            _error_code,
+            _error_message,
+            _endpoint_type,
+            _cluster_id,
+            _controller_id,
+            _brokers,
+            _cluster_authorized_operations,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_DescribeConfigsRequest_v3 = Struct(">??")
 
 
 @dataclass(slots=True)
@@ -72,12 +75,7 @@ class DescribeConfigsResource:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            resource_type=_resource_type,
-            resource_name=_resource_name,
-            configuration_keys=_configuration_keys,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_resource_type, _resource_name, _configuration_keys, _unknown)
 
 
 @dataclass(slots=True)
@@ -107,18 +105,25 @@ class DescribeConfigsRequest:
             w.int32(len(self.resources))
             for _item_resources in self.resources:
                 _item_resources.write(w, version)
-        if version >= 1:
-            w.boolean(self.include_synonyms)
-        elif self.include_synonyms != False:
-            raise UnsupportedVersionError(
-                f"DescribeConfigsRequest.include_synonyms cannot be sent in version {version}"
-            )
         if version >= 3:
-            w.boolean(self.include_documentation)
-        elif self.include_documentation != False:
-            raise UnsupportedVersionError(
-                f"DescribeConfigsRequest.include_documentation cannot be sent in version {version}"
-            )
+            w.pack(_DescribeConfigsRequest_v3, self.include_synonyms, self.include_documentation)
+        elif version >= 1:
+            if self.include_documentation != False:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.boolean(self.include_synonyms)
+                raise UnsupportedVersionError(
+                    f"DescribeConfigsRequest.include_documentation cannot be sent in version {version}"
+                )
+            w.boolean(self.include_synonyms)
+        else:
+            if self.include_synonyms != False:
+                raise UnsupportedVersionError(
+                    f"DescribeConfigsRequest.include_synonyms cannot be sent in version {version}"
+                )
+            if self.include_documentation != False:
+                raise UnsupportedVersionError(
+                    f"DescribeConfigsRequest.include_documentation cannot be sent in version {version}"
+                )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -139,26 +144,21 @@ class DescribeConfigsRequest:
                 raise DecodeError("DescribeConfigsRequest.resources: null array")
             _resources = [DescribeConfigsResource.read(r, version) for _ in range(_n_resources)]
         _include_synonyms: bool
-        if version >= 1:
-            _include_synonyms = r.boolean()
-        else:
-            _include_synonyms = False
         _include_documentation: bool
         if version >= 3:
-            _include_documentation = r.boolean()
+            _include_synonyms, _include_documentation = r.unpack(_DescribeConfigsRequest_v3)
+        elif version >= 1:
+            _include_synonyms = r.boolean()
+            _include_documentation = False
         else:
+            _include_synonyms = False
             _include_documentation = False
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            resources=_resources,
-            include_synonyms=_include_synonyms,
-            include_documentation=_include_documentation,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_resources, _include_synonyms, _include_documentation, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

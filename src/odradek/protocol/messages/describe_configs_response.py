@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_DescribeConfigsResourceResult_v1 = Struct(">?b?")
+_DescribeConfigsResourceResult_v0 = Struct(">???")
 
 
 @dataclass(slots=True)
@@ -78,7 +82,7 @@ class DescribeConfigsSynonym:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, value=_value, source=_source, unknown_tagged_fields=_unknown)
+        return cls(_name, _value, _source, _unknown)
 
 
 @dataclass(slots=True)
@@ -106,16 +110,26 @@ class DescribeConfigsResourceResult:
             w.compact_nullable_string(self.value)
         else:
             w.nullable_string(self.value)
-        w.boolean(self.read_only)
-        if version <= 0:
-            w.boolean(self.is_default)
-        elif self.is_default != False:
-            raise UnsupportedVersionError(
-                f"DescribeConfigsResourceResult.is_default cannot be sent in version {version}"
-            )
         if version >= 1:
-            w.int8(self.config_source)
-        w.boolean(self.is_sensitive)
+            if self.is_default != False:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.boolean(self.read_only)
+                raise UnsupportedVersionError(
+                    f"DescribeConfigsResourceResult.is_default cannot be sent in version {version}"
+                )
+            w.pack(
+                _DescribeConfigsResourceResult_v1,
+                self.read_only,
+                self.config_source,
+                self.is_sensitive,
+            )
+        else:
+            w.pack(
+                _DescribeConfigsResourceResult_v0,
+                self.read_only,
+                self.is_default,
+                self.is_sensitive,
+            )
         if version >= 1:
             if flexible:
                 w.unsigned_varint(len(self.synonyms) + 1)
@@ -149,19 +163,15 @@ class DescribeConfigsResourceResult:
         else:
             _value = r.nullable_string()
         _read_only: bool
-        _read_only = r.boolean()
         _is_default: bool
-        if version <= 0:
-            _is_default = r.boolean()
-        else:
-            _is_default = False
         _config_source: int
-        if version >= 1:
-            _config_source = r.int8()
-        else:
-            _config_source = -1
         _is_sensitive: bool
-        _is_sensitive = r.boolean()
+        if version >= 1:
+            _read_only, _config_source, _is_sensitive = r.unpack(_DescribeConfigsResourceResult_v1)
+            _is_default = False
+        else:
+            _read_only, _is_default, _is_sensitive = r.unpack(_DescribeConfigsResourceResult_v0)
+            _config_source = -1
         _synonyms: list[DescribeConfigsSynonym]
         if version >= 1:
             if flexible:
@@ -195,16 +205,16 @@ class DescribeConfigsResourceResult:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            name=_name,
-            value=_value,
-            read_only=_read_only,
-            is_default=_is_default,
-            config_source=_config_source,
-            is_sensitive=_is_sensitive,
-            synonyms=_synonyms,
-            config_type=_config_type,
-            documentation=_documentation,
-            unknown_tagged_fields=_unknown,
+            _name,
+            _value,
+            _read_only,
+            _is_default,
+            _config_source,
+            _is_sensitive,
+            _synonyms,
+            _config_type,
+            _documentation,
+            _unknown,
         )
 
 
@@ -275,14 +285,7 @@ class DescribeConfigsResult:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            error_code=_error_code,
-            error_message=_error_message,
-            resource_type=_resource_type,
-            resource_name=_resource_name,
-            configs=_configs,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_error_code, _error_message, _resource_type, _resource_name, _configs, _unknown)
 
 
 @dataclass(slots=True)
@@ -338,9 +341,7 @@ class DescribeConfigsResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms, results=_results, unknown_tagged_fields=_unknown
-        )
+        return cls(_throttle_time_ms, _results, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -50,11 +50,7 @@ class DescribeDelegationTokenOwner:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            principal_type=_principal_type,
-            principal_name=_principal_name,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_principal_type, _principal_name, _unknown)
 
 
 @dataclass(slots=True)
@@ -116,7 +112,7 @@ class DescribeDelegationTokenRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(owners=_owners, unknown_tagged_fields=_unknown)
+        return cls(_owners, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_DescribedDelegationToken_v0 = Struct(">qqq")
 
 
 @dataclass(slots=True)
@@ -50,11 +53,7 @@ class DescribedDelegationTokenRenewer:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            principal_type=_principal_type,
-            principal_name=_principal_name,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_principal_type, _principal_name, _unknown)
 
 
 @dataclass(slots=True)
@@ -95,9 +94,12 @@ class DescribedDelegationToken:
             raise UnsupportedVersionError(
                 f"DescribedDelegationToken.token_requester_principal_name cannot be sent in version {version}"
             )
-        w.int64(self.issue_timestamp)
-        w.int64(self.expiry_timestamp)
-        w.int64(self.max_timestamp)
+        w.pack(
+            _DescribedDelegationToken_v0,
+            self.issue_timestamp,
+            self.expiry_timestamp,
+            self.max_timestamp,
+        )
         if flexible:
             w.compact_string(self.token_id)
         else:
@@ -141,11 +143,9 @@ class DescribedDelegationToken:
         else:
             _token_requester_principal_name = ""
         _issue_timestamp: int
-        _issue_timestamp = r.int64()
         _expiry_timestamp: int
-        _expiry_timestamp = r.int64()
         _max_timestamp: int
-        _max_timestamp = r.int64()
+        _issue_timestamp, _expiry_timestamp, _max_timestamp = r.unpack(_DescribedDelegationToken_v0)
         _token_id: str
         if flexible:
             _token_id = r.compact_string()
@@ -177,17 +177,17 @@ class DescribedDelegationToken:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            principal_type=_principal_type,
-            principal_name=_principal_name,
-            token_requester_principal_type=_token_requester_principal_type,
-            token_requester_principal_name=_token_requester_principal_name,
-            issue_timestamp=_issue_timestamp,
-            expiry_timestamp=_expiry_timestamp,
-            max_timestamp=_max_timestamp,
-            token_id=_token_id,
-            hmac=_hmac,
-            renewers=_renewers,
-            unknown_tagged_fields=_unknown,
+            _principal_type,
+            _principal_name,
+            _token_requester_principal_type,
+            _token_requester_principal_name,
+            _issue_timestamp,
+            _expiry_timestamp,
+            _max_timestamp,
+            _token_id,
+            _hmac,
+            _renewers,
+            _unknown,
         )
 
 
@@ -250,12 +250,7 @@ class DescribeDelegationTokenResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            error_code=_error_code,
-            tokens=_tokens,
-            throttle_time_ms=_throttle_time_ms,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_error_code, _tokens, _throttle_time_ms, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

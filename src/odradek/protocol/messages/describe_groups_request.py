@@ -72,11 +72,7 @@ class DescribeGroupsRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            groups=_groups,
-            include_authorized_operations=_include_authorized_operations,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_groups, _include_authorized_operations, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

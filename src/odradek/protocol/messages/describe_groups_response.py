@@ -95,13 +95,13 @@ class DescribedGroupMember:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            member_id=_member_id,
-            group_instance_id=_group_instance_id,
-            client_id=_client_id,
-            client_host=_client_host,
-            member_metadata=_member_metadata,
-            member_assignment=_member_assignment,
-            unknown_tagged_fields=_unknown,
+            _member_id,
+            _group_instance_id,
+            _client_id,
+            _client_host,
+            _member_metadata,
+            _member_assignment,
+            _unknown,
         )
 
 
@@ -201,14 +201,14 @@ class DescribedGroup:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            error_code=_error_code,
-            group_id=_group_id,
-            group_state=_group_state,
-            protocol_type=_protocol_type,
-            protocol_data=_protocol_data,
-            members=_members,
-            authorized_operations=_authorized_operations,
-            unknown_tagged_fields=_unknown,
+            _error_code,
+            _group_id,
+            _group_state,
+            _protocol_type,
+            _protocol_data,
+            _members,
+            _authorized_operations,
+            _unknown,
         )
 
 
@@ -269,9 +269,7 @@ class DescribeGroupsResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms, groups=_groups, unknown_tagged_fields=_unknown
-        )
+        return cls(_throttle_time_ms, _groups, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -60,7 +60,7 @@ class DescribableLogDirTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(topic=_topic, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -120,7 +120,7 @@ class DescribeLogDirsRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(topics=_topics, unknown_tagged_fields=_unknown)
+        return cls(_topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_DescribeLogDirsPartition_v0 = Struct(">iqq?")
+_DescribeLogDirsResult_v4 = Struct(">qq")
+_DescribeLogDirsResponse_v3 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -23,10 +28,13 @@ class DescribeLogDirsPartition:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 2
-        w.int32(self.partition_index)
-        w.int64(self.partition_size)
-        w.int64(self.offset_lag)
-        w.boolean(self.is_future_key)
+        w.pack(
+            _DescribeLogDirsPartition_v0,
+            self.partition_index,
+            self.partition_size,
+            self.offset_lag,
+            self.is_future_key,
+        )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -34,25 +42,18 @@ class DescribeLogDirsPartition:
     def read(cls, r: Reader, version: int) -> DescribeLogDirsPartition:
         flexible = version >= 2
         _partition_index: int
-        _partition_index = r.int32()
         _partition_size: int
-        _partition_size = r.int64()
         _offset_lag: int
-        _offset_lag = r.int64()
         _is_future_key: bool
-        _is_future_key = r.boolean()
+        _partition_index, _partition_size, _offset_lag, _is_future_key = r.unpack(
+            _DescribeLogDirsPartition_v0
+        )
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition_index=_partition_index,
-            partition_size=_partition_size,
-            offset_lag=_offset_lag,
-            is_future_key=_is_future_key,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_partition_index, _partition_size, _offset_lag, _is_future_key, _unknown)
 
 
 @dataclass(slots=True)
@@ -104,7 +105,7 @@ class DescribeLogDirsTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -134,9 +135,7 @@ class DescribeLogDirsResult:
             for _item_topics in self.topics:
                 _item_topics.write(w, version)
         if version >= 4:
-            w.int64(self.total_bytes)
-        if version >= 4:
-            w.int64(self.usable_bytes)
+            w.pack(_DescribeLogDirsResult_v4, self.total_bytes, self.usable_bytes)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -162,28 +161,18 @@ class DescribeLogDirsResult:
                 raise DecodeError("DescribeLogDirsResult.topics: null array")
             _topics = [DescribeLogDirsTopic.read(r, version) for _ in range(_n_topics)]
         _total_bytes: int
-        if version >= 4:
-            _total_bytes = r.int64()
-        else:
-            _total_bytes = -1
         _usable_bytes: int
         if version >= 4:
-            _usable_bytes = r.int64()
+            _total_bytes, _usable_bytes = r.unpack(_DescribeLogDirsResult_v4)
         else:
+            _total_bytes = -1
             _usable_bytes = -1
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            error_code=_error_code,
-            log_dir=_log_dir,
-            topics=_topics,
-            total_bytes=_total_bytes,
-            usable_bytes=_usable_bytes,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_error_code, _log_dir, _topics, _total_bytes, _usable_bytes, _unknown)
 
 
 @dataclass(slots=True)
@@ -205,9 +194,10 @@ class DescribeLogDirsResponse:
         if not 0 <= version <= 4:
             raise UnsupportedVersionError(f"DescribeLogDirsResponse has no version {version}")
         flexible = version >= 2
-        w.int32(self.throttle_time_ms)
         if version >= 3:
-            w.int16(self.error_code)
+            w.pack(_DescribeLogDirsResponse_v3, self.throttle_time_ms, self.error_code)
+        else:
+            w.int32(self.throttle_time_ms)
         if flexible:
             w.unsigned_varint(len(self.results) + 1)
             for _item_results in self.results:
@@ -225,11 +215,11 @@ class DescribeLogDirsResponse:
             raise DecodeError(f"DescribeLogDirsResponse has no version {version}")
         flexible = version >= 2
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
         if version >= 3:
-            _error_code = r.int16()
+            _throttle_time_ms, _error_code = r.unpack(_DescribeLogDirsResponse_v3)
         else:
+            _throttle_time_ms = r.int32()
             _error_code = 0
         _results: list[DescribeLogDirsResult]
         if flexible:
@@ -247,12 +237,7 @@ class DescribeLogDirsResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            results=_results,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _results, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

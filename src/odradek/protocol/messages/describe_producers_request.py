@@ -39,7 +39,7 @@ class TopicRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partition_indexes=_partition_indexes, unknown_tagged_fields=_unknown)
+        return cls(_name, _partition_indexes, _unknown)
 
 
 @dataclass(slots=True)
@@ -76,7 +76,7 @@ class DescribeProducersRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topics=_topics, unknown_tagged_fields=_unknown)
+        return cls(_topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_ProducerState_v0 = Struct(">qiiqiq")
+_PartitionResponse_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -24,40 +28,45 @@ class ProducerState:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int64(self.producer_id)
-        w.int32(self.producer_epoch)
-        w.int32(self.last_sequence)
-        w.int64(self.last_timestamp)
-        w.int32(self.coordinator_epoch)
-        w.int64(self.current_txn_start_offset)
+        w.pack(
+            _ProducerState_v0,
+            self.producer_id,
+            self.producer_epoch,
+            self.last_sequence,
+            self.last_timestamp,
+            self.coordinator_epoch,
+            self.current_txn_start_offset,
+        )
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> ProducerState:
         _producer_id: int
-        _producer_id = r.int64()
         _producer_epoch: int
-        _producer_epoch = r.int32()
         _last_sequence: int
-        _last_sequence = r.int32()
         _last_timestamp: int
-        _last_timestamp = r.int64()
         _coordinator_epoch: int
-        _coordinator_epoch = r.int32()
         _current_txn_start_offset: int
-        _current_txn_start_offset = r.int64()
+        (
+            _producer_id,
+            _producer_epoch,
+            _last_sequence,
+            _last_timestamp,
+            _coordinator_epoch,
+            _current_txn_start_offset,
+        ) = r.unpack(_ProducerState_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            producer_id=_producer_id,
-            producer_epoch=_producer_epoch,
-            last_sequence=_last_sequence,
-            last_timestamp=_last_timestamp,
-            coordinator_epoch=_coordinator_epoch,
-            current_txn_start_offset=_current_txn_start_offset,
-            unknown_tagged_fields=_unknown,
+            _producer_id,
+            _producer_epoch,
+            _last_sequence,
+            _last_timestamp,
+            _coordinator_epoch,
+            _current_txn_start_offset,
+            _unknown,
         )
 
 
@@ -72,8 +81,7 @@ class PartitionResponse:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition_index)
-        w.int16(self.error_code)
+        w.pack(_PartitionResponse_v0, self.partition_index, self.error_code)
         w.compact_nullable_string(self.error_message)
         w.unsigned_varint(len(self.active_producers) + 1)
         for _item_active_producers in self.active_producers:
@@ -83,9 +91,8 @@ class PartitionResponse:
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionResponse:
         _partition_index: int
-        _partition_index = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _partition_index, _error_code = r.unpack(_PartitionResponse_v0)
         _error_message: str | None
         _error_message = r.compact_nullable_string()
         _active_producers: list[ProducerState]
@@ -97,13 +104,7 @@ class PartitionResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition_index=_partition_index,
-            error_code=_error_code,
-            error_message=_error_message,
-            active_producers=_active_producers,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_partition_index, _error_code, _error_message, _active_producers, _unknown)
 
 
 @dataclass(slots=True)
@@ -134,7 +135,7 @@ class TopicResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -175,9 +176,7 @@ class DescribeProducersResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms, topics=_topics, unknown_tagged_fields=_unknown
-        )
+        return cls(_throttle_time_ms, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -30,7 +30,7 @@ class PartitionData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(partition_index=_partition_index, unknown_tagged_fields=_unknown)
+        return cls(_partition_index, _unknown)
 
 
 @dataclass(slots=True)
@@ -61,7 +61,7 @@ class TopicData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_name=_topic_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -98,7 +98,7 @@ class DescribeQuorumRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topics=_topics, unknown_tagged_fields=_unknown)
+        return cls(_topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_ReplicaState_v1 = Struct(">qqq")
+_PartitionData_1_v0 = Struct(">ih")
+_PartitionData_2_v0 = Struct(">iiq")
 
 
 @dataclass(slots=True)
@@ -31,11 +36,15 @@ class ReplicaState:
             raise UnsupportedVersionError(
                 f"ReplicaState.replica_directory_id cannot be sent in version {version}"
             )
-        w.int64(self.log_end_offset)
         if version >= 1:
-            w.int64(self.last_fetch_timestamp)
-        if version >= 1:
-            w.int64(self.last_caught_up_timestamp)
+            w.pack(
+                _ReplicaState_v1,
+                self.log_end_offset,
+                self.last_fetch_timestamp,
+                self.last_caught_up_timestamp,
+            )
+        else:
+            w.int64(self.log_end_offset)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
@@ -48,28 +57,27 @@ class ReplicaState:
         else:
             _replica_directory_id = ZERO_UUID
         _log_end_offset: int
-        _log_end_offset = r.int64()
         _last_fetch_timestamp: int
-        if version >= 1:
-            _last_fetch_timestamp = r.int64()
-        else:
-            _last_fetch_timestamp = -1
         _last_caught_up_timestamp: int
         if version >= 1:
-            _last_caught_up_timestamp = r.int64()
+            _log_end_offset, _last_fetch_timestamp, _last_caught_up_timestamp = r.unpack(
+                _ReplicaState_v1
+            )
         else:
+            _log_end_offset = r.int64()
+            _last_fetch_timestamp = -1
             _last_caught_up_timestamp = -1
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            replica_id=_replica_id,
-            replica_directory_id=_replica_directory_id,
-            log_end_offset=_log_end_offset,
-            last_fetch_timestamp=_last_fetch_timestamp,
-            last_caught_up_timestamp=_last_caught_up_timestamp,
-            unknown_tagged_fields=_unknown,
+            _replica_id,
+            _replica_directory_id,
+            _log_end_offset,
+            _last_fetch_timestamp,
+            _last_caught_up_timestamp,
+            _unknown,
         )
 
 
@@ -88,13 +96,10 @@ class PartitionData:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition_index)
-        w.int16(self.error_code)
+        w.pack(_PartitionData_1_v0, self.partition_index, self.error_code)
         if version >= 2:
             w.compact_nullable_string(self.error_message)
-        w.int32(self.leader_id)
-        w.int32(self.leader_epoch)
-        w.int64(self.high_watermark)
+        w.pack(_PartitionData_2_v0, self.leader_id, self.leader_epoch, self.high_watermark)
         w.unsigned_varint(len(self.current_voters) + 1)
         for _item_current_voters in self.current_voters:
             _item_current_voters.write(w, version)
@@ -106,20 +111,17 @@ class PartitionData:
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionData:
         _partition_index: int
-        _partition_index = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _partition_index, _error_code = r.unpack(_PartitionData_1_v0)
         _error_message: str | None
         if version >= 2:
             _error_message = r.compact_nullable_string()
         else:
             _error_message = ""
         _leader_id: int
-        _leader_id = r.int32()
         _leader_epoch: int
-        _leader_epoch = r.int32()
         _high_watermark: int
-        _high_watermark = r.int64()
+        _leader_id, _leader_epoch, _high_watermark = r.unpack(_PartitionData_2_v0)
         _current_voters: list[ReplicaState]
         _n_current_voters = r.compact_array_length()
         if _n_current_voters is None:
@@ -135,15 +137,15 @@ class PartitionData:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition_index=_partition_index,
-            error_code=_error_code,
-            error_message=_error_message,
-            leader_id=_leader_id,
-            leader_epoch=_leader_epoch,
-            high_watermark=_high_watermark,
-            current_voters=_current_voters,
-            observers=_observers,
-            unknown_tagged_fields=_unknown,
+            _partition_index,
+            _error_code,
+            _error_message,
+            _leader_id,
+            _leader_epoch,
+            _high_watermark,
+            _current_voters,
+            _observers,
+            _unknown,
         )
 
 
@@ -175,7 +177,7 @@ class TopicData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_name=_topic_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -223,7 +225,7 @@ class Listener:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, host=_host, port=_port, unknown_tagged_fields=_unknown)
+        return cls(_name, _host, _port, _unknown)
 
 
 @dataclass(slots=True)
@@ -266,7 +268,7 @@ class Node:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(node_id=_node_id, listeners=_listeners, unknown_tagged_fields=_unknown)
+        return cls(_node_id, _listeners, _unknown)
 
 
 @dataclass(slots=True)
@@ -332,13 +334,7 @@ class DescribeQuorumResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            error_code=_error_code,
-            error_message=_error_message,
-            topics=_topics,
-            nodes=_nodes,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_error_code, _error_message, _topics, _nodes, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

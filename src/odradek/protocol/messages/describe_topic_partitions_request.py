@@ -30,7 +30,7 @@ class TopicRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, unknown_tagged_fields=_unknown)
+        return cls(_name, _unknown)
 
 
 @dataclass(slots=True)
@@ -56,9 +56,7 @@ class Cursor:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topic_name=_topic_name, partition_index=_partition_index, unknown_tagged_fields=_unknown
-        )
+        return cls(_topic_name, _partition_index, _unknown)
 
 
 @dataclass(slots=True)
@@ -112,12 +110,7 @@ class DescribeTopicPartitionsRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topics=_topics,
-            response_partition_limit=_response_partition_limit,
-            cursor=_cursor,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_topics, _response_partition_limit, _cursor, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_DescribeTopicPartitionsResponsePartition_v0 = Struct(">hiii")
 
 
 @dataclass(slots=True)
@@ -28,10 +31,13 @@ class DescribeTopicPartitionsResponsePartition:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int16(self.error_code)
-        w.int32(self.partition_index)
-        w.int32(self.leader_id)
-        w.int32(self.leader_epoch)
+        w.pack(
+            _DescribeTopicPartitionsResponsePartition_v0,
+            self.error_code,
+            self.partition_index,
+            self.leader_id,
+            self.leader_epoch,
+        )
         w.unsigned_varint(len(self.replica_nodes) + 1)
         for _item_replica_nodes in self.replica_nodes:
             w.int32(_item_replica_nodes)
@@ -58,13 +64,12 @@ class DescribeTopicPartitionsResponsePartition:
     @classmethod
     def read(cls, r: Reader, version: int) -> DescribeTopicPartitionsResponsePartition:
         _error_code: int
-        _error_code = r.int16()
         _partition_index: int
-        _partition_index = r.int32()
         _leader_id: int
-        _leader_id = r.int32()
         _leader_epoch: int
-        _leader_epoch = r.int32()
+        _error_code, _partition_index, _leader_id, _leader_epoch = r.unpack(
+            _DescribeTopicPartitionsResponsePartition_v0
+        )
         _replica_nodes: list[int]
         _n_replica_nodes = r.compact_array_length()
         if _n_replica_nodes is None:
@@ -99,16 +104,16 @@ class DescribeTopicPartitionsResponsePartition:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            error_code=_error_code,
-            partition_index=_partition_index,
-            leader_id=_leader_id,
-            leader_epoch=_leader_epoch,
-            replica_nodes=_replica_nodes,
-            isr_nodes=_isr_nodes,
-            eligible_leader_replicas=_eligible_leader_replicas,
-            last_known_elr=_last_known_elr,
-            offline_replicas=_offline_replicas,
-            unknown_tagged_fields=_unknown,
+            _error_code,
+            _partition_index,
+            _leader_id,
+            _leader_epoch,
+            _replica_nodes,
+            _isr_nodes,
+            _eligible_leader_replicas,
+            _last_known_elr,
+            _offline_replicas,
+            _unknown,
         )
 
 
@@ -159,13 +164,13 @@ class DescribeTopicPartitionsResponseTopic:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            error_code=_error_code,
-            name=_name,
-            topic_id=_topic_id,
-            is_internal=_is_internal,
-            partitions=_partitions,
-            topic_authorized_operations=_topic_authorized_operations,
-            unknown_tagged_fields=_unknown,
+            _error_code,
+            _name,
+            _topic_id,
+            _is_internal,
+            _partitions,
+            _topic_authorized_operations,
+            _unknown,
         )
 
 
@@ -192,9 +197,7 @@ class Cursor:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topic_name=_topic_name, partition_index=_partition_index, unknown_tagged_fields=_unknown
-        )
+        return cls(_topic_name, _partition_index, _unknown)
 
 
 @dataclass(slots=True)
@@ -248,12 +251,7 @@ class DescribeTopicPartitionsResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            topics=_topics,
-            next_cursor=_next_cursor,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _topics, _next_cursor, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

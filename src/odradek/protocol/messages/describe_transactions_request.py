@@ -45,7 +45,7 @@ class DescribeTransactionsRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(transactional_ids=_transactional_ids, unknown_tagged_fields=_unknown)
+        return cls(_transactional_ids, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_TransactionState_v0 = Struct(">iqqh")
 
 
 @dataclass(slots=True)
@@ -39,7 +42,7 @@ class TopicData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic=_topic, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -60,10 +63,13 @@ class TransactionState:
         w.int16(self.error_code)
         w.compact_string(self.transactional_id)
         w.compact_string(self.transaction_state)
-        w.int32(self.transaction_timeout_ms)
-        w.int64(self.transaction_start_time_ms)
-        w.int64(self.producer_id)
-        w.int16(self.producer_epoch)
+        w.pack(
+            _TransactionState_v0,
+            self.transaction_timeout_ms,
+            self.transaction_start_time_ms,
+            self.producer_id,
+            self.producer_epoch,
+        )
         w.unsigned_varint(len(self.topics) + 1)
         for _item_topics in self.topics:
             _item_topics.write(w, version)
@@ -78,13 +84,12 @@ class TransactionState:
         _transaction_state: str
         _transaction_state = r.compact_string()
         _transaction_timeout_ms: int
-        _transaction_timeout_ms = r.int32()
         _transaction_start_time_ms: int
-        _transaction_start_time_ms = r.int64()
         _producer_id: int
-        _producer_id = r.int64()
         _producer_epoch: int
-        _producer_epoch = r.int16()
+        _transaction_timeout_ms, _transaction_start_time_ms, _producer_id, _producer_epoch = (
+            r.unpack(_TransactionState_v0)
+        )
         _topics: list[TopicData]
         _n_topics = r.compact_array_length()
         if _n_topics is None:
@@ -95,15 +100,15 @@ class TransactionState:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            error_code=_error_code,
-            transactional_id=_transactional_id,
-            transaction_state=_transaction_state,
-            transaction_timeout_ms=_transaction_timeout_ms,
-            transaction_start_time_ms=_transaction_start_time_ms,
-            producer_id=_producer_id,
-            producer_epoch=_producer_epoch,
-            topics=_topics,
-            unknown_tagged_fields=_unknown,
+            _error_code,
+            _transactional_id,
+            _transaction_state,
+            _transaction_timeout_ms,
+            _transaction_start_time_ms,
+            _producer_id,
+            _producer_epoch,
+            _topics,
+            _unknown,
         )
 
 
@@ -147,11 +152,7 @@ class DescribeTransactionsResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            transaction_states=_transaction_states,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _transaction_states, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

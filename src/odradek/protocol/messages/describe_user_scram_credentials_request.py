@@ -30,7 +30,7 @@ class UserName:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, unknown_tagged_fields=_unknown)
+        return cls(_name, _unknown)
 
 
 @dataclass(slots=True)
@@ -73,7 +73,7 @@ class DescribeUserScramCredentialsRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(users=_users, unknown_tagged_fields=_unknown)
+        return cls(_users, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_CredentialInfo_v0 = Struct(">bi")
+_DescribeUserScramCredentialsResponse_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -20,21 +24,19 @@ class CredentialInfo:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int8(self.mechanism)
-        w.int32(self.iterations)
+        w.pack(_CredentialInfo_v0, self.mechanism, self.iterations)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> CredentialInfo:
         _mechanism: int
-        _mechanism = r.int8()
         _iterations: int
-        _iterations = r.int32()
+        _mechanism, _iterations = r.unpack(_CredentialInfo_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(mechanism=_mechanism, iterations=_iterations, unknown_tagged_fields=_unknown)
+        return cls(_mechanism, _iterations, _unknown)
 
 
 @dataclass(slots=True)
@@ -73,13 +75,7 @@ class DescribeUserScramCredentialsResult:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            user=_user,
-            error_code=_error_code,
-            error_message=_error_message,
-            credential_infos=_credential_infos,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_user, _error_code, _error_message, _credential_infos, _unknown)
 
 
 @dataclass(slots=True)
@@ -103,8 +99,7 @@ class DescribeUserScramCredentialsResponse:
             raise UnsupportedVersionError(
                 f"DescribeUserScramCredentialsResponse has no version {version}"
             )
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+        w.pack(_DescribeUserScramCredentialsResponse_v0, self.throttle_time_ms, self.error_code)
         w.compact_nullable_string(self.error_message)
         w.unsigned_varint(len(self.results) + 1)
         for _item_results in self.results:
@@ -116,9 +111,8 @@ class DescribeUserScramCredentialsResponse:
         if not 0 <= version <= 0:
             raise DecodeError(f"DescribeUserScramCredentialsResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _throttle_time_ms, _error_code = r.unpack(_DescribeUserScramCredentialsResponse_v0)
         _error_message: str | None
         _error_message = r.compact_nullable_string()
         _results: list[DescribeUserScramCredentialsResult]
@@ -130,13 +124,7 @@ class DescribeUserScramCredentialsResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            error_message=_error_message,
-            results=_results,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _error_message, _results, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

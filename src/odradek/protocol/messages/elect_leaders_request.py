@@ -60,7 +60,7 @@ class TopicPartitions:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(topic=_topic, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -140,12 +140,7 @@ class ElectLeadersRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            election_type=_election_type,
-            topic_partitions=_topic_partitions,
-            timeout_ms=_timeout_ms,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_election_type, _topic_partitions, _timeout_ms, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

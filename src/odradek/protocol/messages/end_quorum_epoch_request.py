@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_PartitionData_v0 = Struct(">iii")
 
 
 @dataclass(slots=True)
@@ -55,11 +58,7 @@ class ReplicaInfo:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            candidate_id=_candidate_id,
-            candidate_directory_id=_candidate_directory_id,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_candidate_id, _candidate_directory_id, _unknown)
 
 
 @dataclass(slots=True)
@@ -75,9 +74,7 @@ class PartitionData:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 1
-        w.int32(self.partition_index)
-        w.int32(self.leader_id)
-        w.int32(self.leader_epoch)
+        w.pack(_PartitionData_v0, self.partition_index, self.leader_id, self.leader_epoch)
         if version <= 0:
             w.int32(len(self.preferred_successors))
             for _item_preferred_successors in self.preferred_successors:
@@ -93,11 +90,9 @@ class PartitionData:
     def read(cls, r: Reader, version: int) -> PartitionData:
         flexible = version >= 1
         _partition_index: int
-        _partition_index = r.int32()
         _leader_id: int
-        _leader_id = r.int32()
         _leader_epoch: int
-        _leader_epoch = r.int32()
+        _partition_index, _leader_id, _leader_epoch = r.unpack(_PartitionData_v0)
         _preferred_successors: list[int]
         if version <= 0:
             _n_preferred_successors = r.array_length()
@@ -122,12 +117,12 @@ class PartitionData:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition_index=_partition_index,
-            leader_id=_leader_id,
-            leader_epoch=_leader_epoch,
-            preferred_successors=_preferred_successors,
-            preferred_candidates=_preferred_candidates,
-            unknown_tagged_fields=_unknown,
+            _partition_index,
+            _leader_id,
+            _leader_epoch,
+            _preferred_successors,
+            _preferred_candidates,
+            _unknown,
         )
 
 
@@ -180,7 +175,7 @@ class TopicData:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(topic_name=_topic_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -238,7 +233,7 @@ class LeaderEndpoint:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, host=_host, port=_port, unknown_tagged_fields=_unknown)
+        return cls(_name, _host, _port, _unknown)
 
 
 @dataclass(slots=True)
@@ -315,12 +310,7 @@ class EndQuorumEpochRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            cluster_id=_cluster_id,
-            topics=_topics,
-            leader_endpoints=_leader_endpoints,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_cluster_id, _topics, _leader_endpoints, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

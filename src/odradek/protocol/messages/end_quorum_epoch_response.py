@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_PartitionData_v0 = Struct(">ihii")
 
 
 @dataclass(slots=True)
@@ -23,10 +26,13 @@ class PartitionData:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 1
-        w.int32(self.partition_index)
-        w.int16(self.error_code)
-        w.int32(self.leader_id)
-        w.int32(self.leader_epoch)
+        w.pack(
+            _PartitionData_v0,
+            self.partition_index,
+            self.error_code,
+            self.leader_id,
+            self.leader_epoch,
+        )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -34,25 +40,16 @@ class PartitionData:
     def read(cls, r: Reader, version: int) -> PartitionData:
         flexible = version >= 1
         _partition_index: int
-        _partition_index = r.int32()
         _error_code: int
-        _error_code = r.int16()
         _leader_id: int
-        _leader_id = r.int32()
         _leader_epoch: int
-        _leader_epoch = r.int32()
+        _partition_index, _error_code, _leader_id, _leader_epoch = r.unpack(_PartitionData_v0)
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition_index=_partition_index,
-            error_code=_error_code,
-            leader_id=_leader_id,
-            leader_epoch=_leader_epoch,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_partition_index, _error_code, _leader_id, _leader_epoch, _unknown)
 
 
 @dataclass(slots=True)
@@ -104,7 +101,7 @@ class TopicData:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(topic_name=_topic_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -158,7 +155,7 @@ class NodeEndpoint:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(node_id=_node_id, host=_host, port=_port, unknown_tagged_fields=_unknown)
+        return cls(_node_id, _host, _port, _unknown)
 
 
 @dataclass(slots=True)
@@ -190,13 +187,13 @@ class EndQuorumEpochResponse:
             for _item_topics in self.topics:
                 _item_topics.write(w, version)
         if flexible:
-            tagged = list(self.unknown_tagged_fields)
+            tagged = self.unknown_tagged_fields
             if version >= 1 and self.node_endpoints != []:
                 _tw = Writer()
                 _tw.unsigned_varint(len(self.node_endpoints) + 1)
                 for _item_node_endpoints in self.node_endpoints:
                     _item_node_endpoints.write(_tw, version)
-                tagged.append((0, _tw.getvalue()))
+                tagged = [*tagged, (0, _tw.getvalue())]
             w.tagged_fields(tagged)
         if not (version >= 1) and self.node_endpoints != []:
             raise UnsupportedVersionError(
@@ -236,12 +233,7 @@ class EndQuorumEpochResponse:
                     _tr.expect_end()
                 else:
                     _unknown.append((_tag, _tr.rest()))
-        return cls(
-            error_code=_error_code,
-            topics=_topics,
-            node_endpoints=_node_endpoints,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_error_code, _topics, _node_endpoints, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

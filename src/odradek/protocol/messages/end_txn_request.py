@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_EndTxnRequest_v0 = Struct(">qh?")
 
 
 @dataclass(slots=True)
@@ -35,9 +38,7 @@ class EndTxnRequest:
             w.compact_string(self.transactional_id)
         else:
             w.string(self.transactional_id)
-        w.int64(self.producer_id)
-        w.int16(self.producer_epoch)
-        w.boolean(self.committed)
+        w.pack(_EndTxnRequest_v0, self.producer_id, self.producer_epoch, self.committed)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -52,23 +53,15 @@ class EndTxnRequest:
         else:
             _transactional_id = r.string()
         _producer_id: int
-        _producer_id = r.int64()
         _producer_epoch: int
-        _producer_epoch = r.int16()
         _committed: bool
-        _committed = r.boolean()
+        _producer_id, _producer_epoch, _committed = r.unpack(_EndTxnRequest_v0)
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            transactional_id=_transactional_id,
-            producer_id=_producer_id,
-            producer_epoch=_producer_epoch,
-            committed=_committed,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_transactional_id, _producer_id, _producer_epoch, _committed, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

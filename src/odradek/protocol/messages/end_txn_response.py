@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_EndTxnResponse_v5 = Struct(">ihqh")
+_EndTxnResponse_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -31,12 +35,16 @@ class EndTxnResponse:
         if not 0 <= version <= 5:
             raise UnsupportedVersionError(f"EndTxnResponse has no version {version}")
         flexible = version >= 3
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
         if version >= 5:
-            w.int64(self.producer_id)
-        if version >= 5:
-            w.int16(self.producer_epoch)
+            w.pack(
+                _EndTxnResponse_v5,
+                self.throttle_time_ms,
+                self.error_code,
+                self.producer_id,
+                self.producer_epoch,
+            )
+        else:
+            w.pack(_EndTxnResponse_v0, self.throttle_time_ms, self.error_code)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -46,31 +54,23 @@ class EndTxnResponse:
             raise DecodeError(f"EndTxnResponse has no version {version}")
         flexible = version >= 3
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
         _producer_id: int
-        if version >= 5:
-            _producer_id = r.int64()
-        else:
-            _producer_id = -1
         _producer_epoch: int
         if version >= 5:
-            _producer_epoch = r.int16()
+            _throttle_time_ms, _error_code, _producer_id, _producer_epoch = r.unpack(
+                _EndTxnResponse_v5
+            )
         else:
+            _throttle_time_ms, _error_code = r.unpack(_EndTxnResponse_v0)
+            _producer_id = -1
             _producer_epoch = -1
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            producer_id=_producer_id,
-            producer_epoch=_producer_epoch,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _producer_id, _producer_epoch, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

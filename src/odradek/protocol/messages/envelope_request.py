@@ -48,12 +48,7 @@ class EnvelopeRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            request_data=_request_data,
-            request_principal=_request_principal,
-            client_host_address=_client_host_address,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_request_data, _request_principal, _client_host_address, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -44,9 +44,7 @@ class EnvelopeResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            response_data=_response_data, error_code=_error_code, unknown_tagged_fields=_unknown
-        )
+        return cls(_response_data, _error_code, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

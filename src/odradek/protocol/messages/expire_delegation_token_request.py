@@ -54,9 +54,7 @@ class ExpireDelegationTokenRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            hmac=_hmac, expiry_time_period_ms=_expiry_time_period_ms, unknown_tagged_fields=_unknown
-        )
+        return cls(_hmac, _expiry_time_period_ms, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

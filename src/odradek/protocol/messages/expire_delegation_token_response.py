@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_ExpireDelegationTokenResponse_v0 = Struct(">hqi")
 
 
 @dataclass(slots=True)
@@ -30,9 +33,12 @@ class ExpireDelegationTokenResponse:
         if not 0 <= version <= 2:
             raise UnsupportedVersionError(f"ExpireDelegationTokenResponse has no version {version}")
         flexible = version >= 2
-        w.int16(self.error_code)
-        w.int64(self.expiry_timestamp_ms)
-        w.int32(self.throttle_time_ms)
+        w.pack(
+            _ExpireDelegationTokenResponse_v0,
+            self.error_code,
+            self.expiry_timestamp_ms,
+            self.throttle_time_ms,
+        )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -42,22 +48,17 @@ class ExpireDelegationTokenResponse:
             raise DecodeError(f"ExpireDelegationTokenResponse has no version {version}")
         flexible = version >= 2
         _error_code: int
-        _error_code = r.int16()
         _expiry_timestamp_ms: int
-        _expiry_timestamp_ms = r.int64()
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
+        _error_code, _expiry_timestamp_ms, _throttle_time_ms = r.unpack(
+            _ExpireDelegationTokenResponse_v0
+        )
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            error_code=_error_code,
-            expiry_timestamp_ms=_expiry_timestamp_ms,
-            throttle_time_ms=_throttle_time_ms,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_error_code, _expiry_timestamp_ms, _throttle_time_ms, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -5,11 +5,23 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_ReplicaState_v15 = Struct(">iq")
+_FetchPartition_v12 = Struct(">iiqiqi")
+_FetchPartition_v9 = Struct(">iiqqi")
+_FetchPartition_v5 = Struct(">iqqi")
+_FetchPartition_v0 = Struct(">iqi")
+_FetchRequest_v15 = Struct(">iiibii")
+_FetchRequest_v7 = Struct(">iiiibii")
+_FetchRequest_v4 = Struct(">iiiib")
+_FetchRequest_v3 = Struct(">iiii")
+_FetchRequest_v0 = Struct(">iii")
 
 
 @dataclass(slots=True)
@@ -23,17 +35,16 @@ class ReplicaState:
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 12
         if version >= 15:
-            w.int32(self.replica_id)
-        elif self.replica_id != -1:
-            raise UnsupportedVersionError(
-                f"ReplicaState.replica_id cannot be sent in version {version}"
-            )
-        if version >= 15:
-            w.int64(self.replica_epoch)
-        elif self.replica_epoch != -1:
-            raise UnsupportedVersionError(
-                f"ReplicaState.replica_epoch cannot be sent in version {version}"
-            )
+            w.pack(_ReplicaState_v15, self.replica_id, self.replica_epoch)
+        else:
+            if self.replica_id != -1:
+                raise UnsupportedVersionError(
+                    f"ReplicaState.replica_id cannot be sent in version {version}"
+                )
+            if self.replica_epoch != -1:
+                raise UnsupportedVersionError(
+                    f"ReplicaState.replica_epoch cannot be sent in version {version}"
+                )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -41,23 +52,18 @@ class ReplicaState:
     def read(cls, r: Reader, version: int) -> ReplicaState:
         flexible = version >= 12
         _replica_id: int
-        if version >= 15:
-            _replica_id = r.int32()
-        else:
-            _replica_id = -1
         _replica_epoch: int
         if version >= 15:
-            _replica_epoch = r.int64()
+            _replica_id, _replica_epoch = r.unpack(_ReplicaState_v15)
         else:
+            _replica_id = -1
             _replica_epoch = -1
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            replica_id=_replica_id, replica_epoch=_replica_epoch, unknown_tagged_fields=_unknown
-        )
+        return cls(_replica_id, _replica_epoch, _unknown)
 
 
 @dataclass(slots=True)
@@ -75,51 +81,103 @@ class FetchPartition:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 12
-        w.int32(self.partition)
-        if version >= 9:
-            w.int32(self.current_leader_epoch)
-        w.int64(self.fetch_offset)
         if version >= 12:
-            w.int32(self.last_fetched_epoch)
-        elif self.last_fetched_epoch != -1:
-            raise UnsupportedVersionError(
-                f"FetchPartition.last_fetched_epoch cannot be sent in version {version}"
+            w.pack(
+                _FetchPartition_v12,
+                self.partition,
+                self.current_leader_epoch,
+                self.fetch_offset,
+                self.last_fetched_epoch,
+                self.log_start_offset,
+                self.partition_max_bytes,
             )
-        if version >= 5:
-            w.int64(self.log_start_offset)
-        w.int32(self.partition_max_bytes)
+        elif version >= 9:
+            if self.last_fetched_epoch != -1:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.partition)
+                w.int32(self.current_leader_epoch)
+                w.int64(self.fetch_offset)
+                raise UnsupportedVersionError(
+                    f"FetchPartition.last_fetched_epoch cannot be sent in version {version}"
+                )
+            w.pack(
+                _FetchPartition_v9,
+                self.partition,
+                self.current_leader_epoch,
+                self.fetch_offset,
+                self.log_start_offset,
+                self.partition_max_bytes,
+            )
+        elif version >= 5:
+            if self.last_fetched_epoch != -1:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.partition)
+                w.int64(self.fetch_offset)
+                raise UnsupportedVersionError(
+                    f"FetchPartition.last_fetched_epoch cannot be sent in version {version}"
+                )
+            w.pack(
+                _FetchPartition_v5,
+                self.partition,
+                self.fetch_offset,
+                self.log_start_offset,
+                self.partition_max_bytes,
+            )
+        else:
+            if self.last_fetched_epoch != -1:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.partition)
+                w.int64(self.fetch_offset)
+                raise UnsupportedVersionError(
+                    f"FetchPartition.last_fetched_epoch cannot be sent in version {version}"
+                )
+            w.pack(_FetchPartition_v0, self.partition, self.fetch_offset, self.partition_max_bytes)
         if flexible:
-            tagged = list(self.unknown_tagged_fields)
+            tagged = self.unknown_tagged_fields
             if version >= 17 and self.replica_directory_id != ZERO_UUID:
                 _tw = Writer()
                 _tw.uuid(self.replica_directory_id)
-                tagged.append((0, _tw.getvalue()))
+                tagged = [*tagged, (0, _tw.getvalue())]
             w.tagged_fields(tagged)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> FetchPartition:
         flexible = version >= 12
         _partition: int
-        _partition = r.int32()
         _current_leader_epoch: int
-        if version >= 9:
-            _current_leader_epoch = r.int32()
-        else:
-            _current_leader_epoch = -1
         _fetch_offset: int
-        _fetch_offset = r.int64()
         _last_fetched_epoch: int
-        if version >= 12:
-            _last_fetched_epoch = r.int32()
-        else:
-            _last_fetched_epoch = -1
         _log_start_offset: int
-        if version >= 5:
-            _log_start_offset = r.int64()
-        else:
-            _log_start_offset = -1
         _partition_max_bytes: int
-        _partition_max_bytes = r.int32()
+        if version >= 12:
+            (
+                _partition,
+                _current_leader_epoch,
+                _fetch_offset,
+                _last_fetched_epoch,
+                _log_start_offset,
+                _partition_max_bytes,
+            ) = r.unpack(_FetchPartition_v12)
+        elif version >= 9:
+            (
+                _partition,
+                _current_leader_epoch,
+                _fetch_offset,
+                _log_start_offset,
+                _partition_max_bytes,
+            ) = r.unpack(_FetchPartition_v9)
+            _last_fetched_epoch = -1
+        elif version >= 5:
+            _partition, _fetch_offset, _log_start_offset, _partition_max_bytes = r.unpack(
+                _FetchPartition_v5
+            )
+            _current_leader_epoch = -1
+            _last_fetched_epoch = -1
+        else:
+            _partition, _fetch_offset, _partition_max_bytes = r.unpack(_FetchPartition_v0)
+            _current_leader_epoch = -1
+            _last_fetched_epoch = -1
+            _log_start_offset = -1
         _replica_directory_id: uuid.UUID = ZERO_UUID
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
@@ -131,14 +189,14 @@ class FetchPartition:
                 else:
                     _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition=_partition,
-            current_leader_epoch=_current_leader_epoch,
-            fetch_offset=_fetch_offset,
-            last_fetched_epoch=_last_fetched_epoch,
-            log_start_offset=_log_start_offset,
-            partition_max_bytes=_partition_max_bytes,
-            replica_directory_id=_replica_directory_id,
-            unknown_tagged_fields=_unknown,
+            _partition,
+            _current_leader_epoch,
+            _fetch_offset,
+            _last_fetched_epoch,
+            _log_start_offset,
+            _partition_max_bytes,
+            _replica_directory_id,
+            _unknown,
         )
 
 
@@ -203,9 +261,7 @@ class FetchTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topic=_topic, topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown
-        )
+        return cls(_topic, _topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -277,9 +333,7 @@ class ForgottenTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topic=_topic, topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown
-        )
+        return cls(_topic, _topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -310,22 +364,46 @@ class FetchRequest:
         if not 0 <= version <= 17:
             raise UnsupportedVersionError(f"FetchRequest has no version {version}")
         flexible = version >= 12
-        if version <= 14:
-            w.int32(self.replica_id)
-        elif self.replica_id != -1:
-            raise UnsupportedVersionError(
-                f"FetchRequest.replica_id cannot be sent in version {version}"
+        if version >= 15:
+            if self.replica_id != -1:
+                raise UnsupportedVersionError(
+                    f"FetchRequest.replica_id cannot be sent in version {version}"
+                )
+            w.pack(
+                _FetchRequest_v15,
+                self.max_wait_ms,
+                self.min_bytes,
+                self.max_bytes,
+                self.isolation_level,
+                self.session_id,
+                self.session_epoch,
             )
-        w.int32(self.max_wait_ms)
-        w.int32(self.min_bytes)
-        if version >= 3:
-            w.int32(self.max_bytes)
-        if version >= 4:
-            w.int8(self.isolation_level)
-        if version >= 7:
-            w.int32(self.session_id)
-        if version >= 7:
-            w.int32(self.session_epoch)
+        elif version >= 7:
+            w.pack(
+                _FetchRequest_v7,
+                self.replica_id,
+                self.max_wait_ms,
+                self.min_bytes,
+                self.max_bytes,
+                self.isolation_level,
+                self.session_id,
+                self.session_epoch,
+            )
+        elif version >= 4:
+            w.pack(
+                _FetchRequest_v4,
+                self.replica_id,
+                self.max_wait_ms,
+                self.min_bytes,
+                self.max_bytes,
+                self.isolation_level,
+            )
+        elif version >= 3:
+            w.pack(
+                _FetchRequest_v3, self.replica_id, self.max_wait_ms, self.min_bytes, self.max_bytes
+            )
+        else:
+            w.pack(_FetchRequest_v0, self.replica_id, self.max_wait_ms, self.min_bytes)
         if flexible:
             w.unsigned_varint(len(self.topics) + 1)
             for _item_topics in self.topics:
@@ -353,17 +431,27 @@ class FetchRequest:
             else:
                 w.string(self.rack_id)
         if flexible:
-            tagged = list(self.unknown_tagged_fields)
+            tagged = self.unknown_tagged_fields
             if version >= 12 and self.cluster_id is not None:
                 _tw = Writer()
                 _tw.compact_nullable_string(self.cluster_id)
-                tagged.append((0, _tw.getvalue()))
-            if version >= 15 and self.replica_state != _DEFAULT_ReplicaState:
+                tagged = [*tagged, (0, _tw.getvalue())]
+            if version >= 15 and (
+                type(self.replica_state) is not ReplicaState
+                or self.replica_state.replica_id != -1
+                or self.replica_state.replica_epoch != -1
+                or self.replica_state.unknown_tagged_fields != []
+            ):
                 _tw = Writer()
                 self.replica_state.write(_tw, version)
-                tagged.append((1, _tw.getvalue()))
+                tagged = [*tagged, (1, _tw.getvalue())]
             w.tagged_fields(tagged)
-        if not (version >= 15) and self.replica_state != _DEFAULT_ReplicaState:
+        if not (version >= 15) and (
+            type(self.replica_state) is not ReplicaState
+            or self.replica_state.replica_id != -1
+            or self.replica_state.replica_epoch != -1
+            or self.replica_state.unknown_tagged_fields != []
+        ):
             raise UnsupportedVersionError(
                 f"FetchRequest.replica_state cannot be sent in version {version}"
             )
@@ -375,35 +463,45 @@ class FetchRequest:
         flexible = version >= 12
         _cluster_id: str | None = None
         _replica_id: int
-        if version <= 14:
-            _replica_id = r.int32()
-        else:
-            _replica_id = -1
-        _replica_state: ReplicaState = ReplicaState()
         _max_wait_ms: int
-        _max_wait_ms = r.int32()
         _min_bytes: int
-        _min_bytes = r.int32()
         _max_bytes: int
-        if version >= 3:
-            _max_bytes = r.int32()
-        else:
-            _max_bytes = 2147483647
         _isolation_level: int
-        if version >= 4:
-            _isolation_level = r.int8()
-        else:
-            _isolation_level = 0
         _session_id: int
-        if version >= 7:
-            _session_id = r.int32()
-        else:
-            _session_id = 0
         _session_epoch: int
-        if version >= 7:
-            _session_epoch = r.int32()
-        else:
+        if version >= 15:
+            _max_wait_ms, _min_bytes, _max_bytes, _isolation_level, _session_id, _session_epoch = (
+                r.unpack(_FetchRequest_v15)
+            )
+            _replica_id = -1
+        elif version >= 7:
+            (
+                _replica_id,
+                _max_wait_ms,
+                _min_bytes,
+                _max_bytes,
+                _isolation_level,
+                _session_id,
+                _session_epoch,
+            ) = r.unpack(_FetchRequest_v7)
+        elif version >= 4:
+            _replica_id, _max_wait_ms, _min_bytes, _max_bytes, _isolation_level = r.unpack(
+                _FetchRequest_v4
+            )
+            _session_id = 0
             _session_epoch = -1
+        elif version >= 3:
+            _replica_id, _max_wait_ms, _min_bytes, _max_bytes = r.unpack(_FetchRequest_v3)
+            _isolation_level = 0
+            _session_id = 0
+            _session_epoch = -1
+        else:
+            _replica_id, _max_wait_ms, _min_bytes = r.unpack(_FetchRequest_v0)
+            _max_bytes = 2147483647
+            _isolation_level = 0
+            _session_id = 0
+            _session_epoch = -1
+        _replica_state: ReplicaState = ReplicaState()
         _topics: list[FetchTopic]
         if flexible:
             _n_topics = r.compact_array_length()
@@ -454,19 +552,19 @@ class FetchRequest:
                 else:
                     _unknown.append((_tag, _tr.rest()))
         return cls(
-            cluster_id=_cluster_id,
-            replica_id=_replica_id,
-            replica_state=_replica_state,
-            max_wait_ms=_max_wait_ms,
-            min_bytes=_min_bytes,
-            max_bytes=_max_bytes,
-            isolation_level=_isolation_level,
-            session_id=_session_id,
-            session_epoch=_session_epoch,
-            topics=_topics,
-            forgotten_topics_data=_forgotten_topics_data,
-            rack_id=_rack_id,
-            unknown_tagged_fields=_unknown,
+            _cluster_id,
+            _replica_id,
+            _replica_state,
+            _max_wait_ms,
+            _min_bytes,
+            _max_bytes,
+            _isolation_level,
+            _session_id,
+            _session_epoch,
+            _topics,
+            _forgotten_topics_data,
+            _rack_id,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:
@@ -483,7 +581,6 @@ class FetchRequest:
         return value
 
 
-_DEFAULT_ReplicaState = ReplicaState()
 ReplicaState.FIELDS = (
     FieldSpec("replica_id", "int32", False, None, (15, 32767), None, None, False),
     FieldSpec("replica_epoch", "int64", False, None, (15, 32767), None, None, False),

@@ -5,11 +5,21 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Records, Writer
 from odradek.protocol.schema import FieldSpec
+
+_EpochEndOffset_v12 = Struct(">iq")
+_LeaderIdAndEpoch_v12 = Struct(">ii")
+_SnapshotId_v0 = Struct(">qi")
+_AbortedTransaction_v4 = Struct(">qq")
+_PartitionData_v5 = Struct(">ihqqq")
+_PartitionData_v4 = Struct(">ihqq")
+_PartitionData_v0 = Struct(">ihq")
+_FetchResponse_v7 = Struct(">ihi")
 
 
 @dataclass(slots=True)
@@ -23,17 +33,16 @@ class EpochEndOffset:
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 12
         if version >= 12:
-            w.int32(self.epoch)
-        elif self.epoch != -1:
-            raise UnsupportedVersionError(
-                f"EpochEndOffset.epoch cannot be sent in version {version}"
-            )
-        if version >= 12:
-            w.int64(self.end_offset)
-        elif self.end_offset != -1:
-            raise UnsupportedVersionError(
-                f"EpochEndOffset.end_offset cannot be sent in version {version}"
-            )
+            w.pack(_EpochEndOffset_v12, self.epoch, self.end_offset)
+        else:
+            if self.epoch != -1:
+                raise UnsupportedVersionError(
+                    f"EpochEndOffset.epoch cannot be sent in version {version}"
+                )
+            if self.end_offset != -1:
+                raise UnsupportedVersionError(
+                    f"EpochEndOffset.end_offset cannot be sent in version {version}"
+                )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -41,21 +50,18 @@ class EpochEndOffset:
     def read(cls, r: Reader, version: int) -> EpochEndOffset:
         flexible = version >= 12
         _epoch: int
-        if version >= 12:
-            _epoch = r.int32()
-        else:
-            _epoch = -1
         _end_offset: int
         if version >= 12:
-            _end_offset = r.int64()
+            _epoch, _end_offset = r.unpack(_EpochEndOffset_v12)
         else:
+            _epoch = -1
             _end_offset = -1
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(epoch=_epoch, end_offset=_end_offset, unknown_tagged_fields=_unknown)
+        return cls(_epoch, _end_offset, _unknown)
 
 
 @dataclass(slots=True)
@@ -69,17 +75,16 @@ class LeaderIdAndEpoch:
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 12
         if version >= 12:
-            w.int32(self.leader_id)
-        elif self.leader_id != -1:
-            raise UnsupportedVersionError(
-                f"LeaderIdAndEpoch.leader_id cannot be sent in version {version}"
-            )
-        if version >= 12:
-            w.int32(self.leader_epoch)
-        elif self.leader_epoch != -1:
-            raise UnsupportedVersionError(
-                f"LeaderIdAndEpoch.leader_epoch cannot be sent in version {version}"
-            )
+            w.pack(_LeaderIdAndEpoch_v12, self.leader_id, self.leader_epoch)
+        else:
+            if self.leader_id != -1:
+                raise UnsupportedVersionError(
+                    f"LeaderIdAndEpoch.leader_id cannot be sent in version {version}"
+                )
+            if self.leader_epoch != -1:
+                raise UnsupportedVersionError(
+                    f"LeaderIdAndEpoch.leader_epoch cannot be sent in version {version}"
+                )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -87,21 +92,18 @@ class LeaderIdAndEpoch:
     def read(cls, r: Reader, version: int) -> LeaderIdAndEpoch:
         flexible = version >= 12
         _leader_id: int
-        if version >= 12:
-            _leader_id = r.int32()
-        else:
-            _leader_id = -1
         _leader_epoch: int
         if version >= 12:
-            _leader_epoch = r.int32()
+            _leader_id, _leader_epoch = r.unpack(_LeaderIdAndEpoch_v12)
         else:
+            _leader_id = -1
             _leader_epoch = -1
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(leader_id=_leader_id, leader_epoch=_leader_epoch, unknown_tagged_fields=_unknown)
+        return cls(_leader_id, _leader_epoch, _unknown)
 
 
 @dataclass(slots=True)
@@ -114,8 +116,7 @@ class SnapshotId:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 12
-        w.int64(self.end_offset)
-        w.int32(self.epoch)
+        w.pack(_SnapshotId_v0, self.end_offset, self.epoch)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -123,15 +124,14 @@ class SnapshotId:
     def read(cls, r: Reader, version: int) -> SnapshotId:
         flexible = version >= 12
         _end_offset: int
-        _end_offset = r.int64()
         _epoch: int
-        _epoch = r.int32()
+        _end_offset, _epoch = r.unpack(_SnapshotId_v0)
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(end_offset=_end_offset, epoch=_epoch, unknown_tagged_fields=_unknown)
+        return cls(_end_offset, _epoch, _unknown)
 
 
 @dataclass(slots=True)
@@ -145,17 +145,16 @@ class AbortedTransaction:
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 12
         if version >= 4:
-            w.int64(self.producer_id)
-        elif self.producer_id != 0:
-            raise UnsupportedVersionError(
-                f"AbortedTransaction.producer_id cannot be sent in version {version}"
-            )
-        if version >= 4:
-            w.int64(self.first_offset)
-        elif self.first_offset != 0:
-            raise UnsupportedVersionError(
-                f"AbortedTransaction.first_offset cannot be sent in version {version}"
-            )
+            w.pack(_AbortedTransaction_v4, self.producer_id, self.first_offset)
+        else:
+            if self.producer_id != 0:
+                raise UnsupportedVersionError(
+                    f"AbortedTransaction.producer_id cannot be sent in version {version}"
+                )
+            if self.first_offset != 0:
+                raise UnsupportedVersionError(
+                    f"AbortedTransaction.first_offset cannot be sent in version {version}"
+                )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -163,23 +162,18 @@ class AbortedTransaction:
     def read(cls, r: Reader, version: int) -> AbortedTransaction:
         flexible = version >= 12
         _producer_id: int
-        if version >= 4:
-            _producer_id = r.int64()
-        else:
-            _producer_id = 0
         _first_offset: int
         if version >= 4:
-            _first_offset = r.int64()
+            _producer_id, _first_offset = r.unpack(_AbortedTransaction_v4)
         else:
+            _producer_id = 0
             _first_offset = 0
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            producer_id=_producer_id, first_offset=_first_offset, unknown_tagged_fields=_unknown
-        )
+        return cls(_producer_id, _first_offset, _unknown)
 
 
 @dataclass(slots=True)
@@ -201,13 +195,25 @@ class PartitionData:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 12
-        w.int32(self.partition_index)
-        w.int16(self.error_code)
-        w.int64(self.high_watermark)
-        if version >= 4:
-            w.int64(self.last_stable_offset)
         if version >= 5:
-            w.int64(self.log_start_offset)
+            w.pack(
+                _PartitionData_v5,
+                self.partition_index,
+                self.error_code,
+                self.high_watermark,
+                self.last_stable_offset,
+                self.log_start_offset,
+            )
+        elif version >= 4:
+            w.pack(
+                _PartitionData_v4,
+                self.partition_index,
+                self.error_code,
+                self.high_watermark,
+                self.last_stable_offset,
+            )
+        else:
+            w.pack(_PartitionData_v0, self.partition_index, self.error_code, self.high_watermark)
         if version >= 4:
             if flexible:
                 if self.aborted_transactions is None:
@@ -234,29 +240,59 @@ class PartitionData:
         else:
             w.records(self.records)
         if flexible:
-            tagged = list(self.unknown_tagged_fields)
-            if version >= 12 and self.diverging_epoch != _DEFAULT_EpochEndOffset:
+            tagged = self.unknown_tagged_fields
+            if version >= 12 and (
+                type(self.diverging_epoch) is not EpochEndOffset
+                or self.diverging_epoch.epoch != -1
+                or self.diverging_epoch.end_offset != -1
+                or self.diverging_epoch.unknown_tagged_fields != []
+            ):
                 _tw = Writer()
                 self.diverging_epoch.write(_tw, version)
-                tagged.append((0, _tw.getvalue()))
-            if version >= 12 and self.current_leader != _DEFAULT_LeaderIdAndEpoch:
+                tagged = [*tagged, (0, _tw.getvalue())]
+            if version >= 12 and (
+                type(self.current_leader) is not LeaderIdAndEpoch
+                or self.current_leader.leader_id != -1
+                or self.current_leader.leader_epoch != -1
+                or self.current_leader.unknown_tagged_fields != []
+            ):
                 _tw = Writer()
                 self.current_leader.write(_tw, version)
-                tagged.append((1, _tw.getvalue()))
-            if version >= 12 and self.snapshot_id != _DEFAULT_SnapshotId:
+                tagged = [*tagged, (1, _tw.getvalue())]
+            if version >= 12 and (
+                type(self.snapshot_id) is not SnapshotId
+                or self.snapshot_id.end_offset != -1
+                or self.snapshot_id.epoch != -1
+                or self.snapshot_id.unknown_tagged_fields != []
+            ):
                 _tw = Writer()
                 self.snapshot_id.write(_tw, version)
-                tagged.append((2, _tw.getvalue()))
+                tagged = [*tagged, (2, _tw.getvalue())]
             w.tagged_fields(tagged)
-        if not (version >= 12) and self.diverging_epoch != _DEFAULT_EpochEndOffset:
+        if not (version >= 12) and (
+            type(self.diverging_epoch) is not EpochEndOffset
+            or self.diverging_epoch.epoch != -1
+            or self.diverging_epoch.end_offset != -1
+            or self.diverging_epoch.unknown_tagged_fields != []
+        ):
             raise UnsupportedVersionError(
                 f"PartitionData.diverging_epoch cannot be sent in version {version}"
             )
-        if not (version >= 12) and self.current_leader != _DEFAULT_LeaderIdAndEpoch:
+        if not (version >= 12) and (
+            type(self.current_leader) is not LeaderIdAndEpoch
+            or self.current_leader.leader_id != -1
+            or self.current_leader.leader_epoch != -1
+            or self.current_leader.unknown_tagged_fields != []
+        ):
             raise UnsupportedVersionError(
                 f"PartitionData.current_leader cannot be sent in version {version}"
             )
-        if not (version >= 12) and self.snapshot_id != _DEFAULT_SnapshotId:
+        if not (version >= 12) and (
+            type(self.snapshot_id) is not SnapshotId
+            or self.snapshot_id.end_offset != -1
+            or self.snapshot_id.epoch != -1
+            or self.snapshot_id.unknown_tagged_fields != []
+        ):
             raise UnsupportedVersionError(
                 f"PartitionData.snapshot_id cannot be sent in version {version}"
             )
@@ -265,20 +301,26 @@ class PartitionData:
     def read(cls, r: Reader, version: int) -> PartitionData:
         flexible = version >= 12
         _partition_index: int
-        _partition_index = r.int32()
         _error_code: int
-        _error_code = r.int16()
         _high_watermark: int
-        _high_watermark = r.int64()
         _last_stable_offset: int
-        if version >= 4:
-            _last_stable_offset = r.int64()
-        else:
-            _last_stable_offset = -1
         _log_start_offset: int
         if version >= 5:
-            _log_start_offset = r.int64()
+            (
+                _partition_index,
+                _error_code,
+                _high_watermark,
+                _last_stable_offset,
+                _log_start_offset,
+            ) = r.unpack(_PartitionData_v5)
+        elif version >= 4:
+            _partition_index, _error_code, _high_watermark, _last_stable_offset = r.unpack(
+                _PartitionData_v4
+            )
+            _log_start_offset = -1
         else:
+            _partition_index, _error_code, _high_watermark = r.unpack(_PartitionData_v0)
+            _last_stable_offset = -1
             _log_start_offset = -1
         _diverging_epoch: EpochEndOffset = EpochEndOffset()
         _current_leader: LeaderIdAndEpoch = LeaderIdAndEpoch()
@@ -329,18 +371,18 @@ class PartitionData:
                 else:
                     _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition_index=_partition_index,
-            error_code=_error_code,
-            high_watermark=_high_watermark,
-            last_stable_offset=_last_stable_offset,
-            log_start_offset=_log_start_offset,
-            diverging_epoch=_diverging_epoch,
-            current_leader=_current_leader,
-            snapshot_id=_snapshot_id,
-            aborted_transactions=_aborted_transactions,
-            preferred_read_replica=_preferred_read_replica,
-            records=_records,
-            unknown_tagged_fields=_unknown,
+            _partition_index,
+            _error_code,
+            _high_watermark,
+            _last_stable_offset,
+            _log_start_offset,
+            _diverging_epoch,
+            _current_leader,
+            _snapshot_id,
+            _aborted_transactions,
+            _preferred_read_replica,
+            _records,
+            _unknown,
         )
 
 
@@ -405,9 +447,7 @@ class FetchableTopicResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topic=_topic, topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown
-        )
+        return cls(_topic, _topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -471,9 +511,7 @@ class NodeEndpoint:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            node_id=_node_id, host=_host, port=_port, rack=_rack, unknown_tagged_fields=_unknown
-        )
+        return cls(_node_id, _host, _port, _rack, _unknown)
 
 
 @dataclass(slots=True)
@@ -497,16 +535,21 @@ class FetchResponse:
         if not 0 <= version <= 17:
             raise UnsupportedVersionError(f"FetchResponse has no version {version}")
         flexible = version >= 12
-        if version >= 1:
+        if version >= 7:
+            w.pack(_FetchResponse_v7, self.throttle_time_ms, self.error_code, self.session_id)
+        elif version >= 1:
+            if self.session_id != 0:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.throttle_time_ms)
+                raise UnsupportedVersionError(
+                    f"FetchResponse.session_id cannot be sent in version {version}"
+                )
             w.int32(self.throttle_time_ms)
-        if version >= 7:
-            w.int16(self.error_code)
-        if version >= 7:
-            w.int32(self.session_id)
-        elif self.session_id != 0:
-            raise UnsupportedVersionError(
-                f"FetchResponse.session_id cannot be sent in version {version}"
-            )
+        else:
+            if self.session_id != 0:
+                raise UnsupportedVersionError(
+                    f"FetchResponse.session_id cannot be sent in version {version}"
+                )
         if flexible:
             w.unsigned_varint(len(self.responses) + 1)
             for _item_responses in self.responses:
@@ -516,13 +559,13 @@ class FetchResponse:
             for _item_responses in self.responses:
                 _item_responses.write(w, version)
         if flexible:
-            tagged = list(self.unknown_tagged_fields)
+            tagged = self.unknown_tagged_fields
             if version >= 16 and self.node_endpoints != []:
                 _tw = Writer()
                 _tw.unsigned_varint(len(self.node_endpoints) + 1)
                 for _item_node_endpoints in self.node_endpoints:
                     _item_node_endpoints.write(_tw, version)
-                tagged.append((0, _tw.getvalue()))
+                tagged = [*tagged, (0, _tw.getvalue())]
             w.tagged_fields(tagged)
         if not (version >= 16) and self.node_endpoints != []:
             raise UnsupportedVersionError(
@@ -535,19 +578,17 @@ class FetchResponse:
             raise DecodeError(f"FetchResponse has no version {version}")
         flexible = version >= 12
         _throttle_time_ms: int
-        if version >= 1:
-            _throttle_time_ms = r.int32()
-        else:
-            _throttle_time_ms = 0
         _error_code: int
-        if version >= 7:
-            _error_code = r.int16()
-        else:
-            _error_code = 0
         _session_id: int
         if version >= 7:
-            _session_id = r.int32()
+            _throttle_time_ms, _error_code, _session_id = r.unpack(_FetchResponse_v7)
+        elif version >= 1:
+            _throttle_time_ms = r.int32()
+            _error_code = 0
+            _session_id = 0
         else:
+            _throttle_time_ms = 0
+            _error_code = 0
             _session_id = 0
         _responses: list[FetchableTopicResponse]
         if flexible:
@@ -576,12 +617,7 @@ class FetchResponse:
                 else:
                     _unknown.append((_tag, _tr.rest()))
         return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            session_id=_session_id,
-            responses=_responses,
-            node_endpoints=_node_endpoints,
-            unknown_tagged_fields=_unknown,
+            _throttle_time_ms, _error_code, _session_id, _responses, _node_endpoints, _unknown
         )
 
     def encode(self, version: int) -> bytes:
@@ -598,9 +634,6 @@ class FetchResponse:
         return value
 
 
-_DEFAULT_EpochEndOffset = EpochEndOffset()
-_DEFAULT_LeaderIdAndEpoch = LeaderIdAndEpoch()
-_DEFAULT_SnapshotId = SnapshotId()
 EpochEndOffset.FIELDS = (
     FieldSpec("epoch", "int32", False, None, (12, 32767), None, None, False),
     FieldSpec("end_offset", "int64", False, None, (12, 32767), None, None, False),

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_SnapshotId_v0 = Struct(">qi")
+_PartitionSnapshot_v0 = Struct(">ii")
+_FetchSnapshotRequest_v0 = Struct(">ii")
 
 
 @dataclass(slots=True)
@@ -21,21 +26,19 @@ class SnapshotId:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int64(self.end_offset)
-        w.int32(self.epoch)
+        w.pack(_SnapshotId_v0, self.end_offset, self.epoch)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> SnapshotId:
         _end_offset: int
-        _end_offset = r.int64()
         _epoch: int
-        _epoch = r.int32()
+        _end_offset, _epoch = r.unpack(_SnapshotId_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(end_offset=_end_offset, epoch=_epoch, unknown_tagged_fields=_unknown)
+        return cls(_end_offset, _epoch, _unknown)
 
 
 @dataclass(slots=True)
@@ -50,23 +53,21 @@ class PartitionSnapshot:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition)
-        w.int32(self.current_leader_epoch)
+        w.pack(_PartitionSnapshot_v0, self.partition, self.current_leader_epoch)
         self.snapshot_id.write(w, version)
         w.int64(self.position)
-        tagged = list(self.unknown_tagged_fields)
+        tagged = self.unknown_tagged_fields
         if version >= 1 and self.replica_directory_id != ZERO_UUID:
             _tw = Writer()
             _tw.uuid(self.replica_directory_id)
-            tagged.append((0, _tw.getvalue()))
+            tagged = [*tagged, (0, _tw.getvalue())]
         w.tagged_fields(tagged)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionSnapshot:
         _partition: int
-        _partition = r.int32()
         _current_leader_epoch: int
-        _current_leader_epoch = r.int32()
+        _partition, _current_leader_epoch = r.unpack(_PartitionSnapshot_v0)
         _snapshot_id: SnapshotId
         _snapshot_id = SnapshotId.read(r, version)
         _position: int
@@ -81,12 +82,12 @@ class PartitionSnapshot:
             else:
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition=_partition,
-            current_leader_epoch=_current_leader_epoch,
-            snapshot_id=_snapshot_id,
-            position=_position,
-            replica_directory_id=_replica_directory_id,
-            unknown_tagged_fields=_unknown,
+            _partition,
+            _current_leader_epoch,
+            _snapshot_id,
+            _position,
+            _replica_directory_id,
+            _unknown,
         )
 
 
@@ -118,7 +119,7 @@ class TopicSnapshot:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -140,16 +141,15 @@ class FetchSnapshotRequest:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"FetchSnapshotRequest has no version {version}")
-        w.int32(self.replica_id)
-        w.int32(self.max_bytes)
+        w.pack(_FetchSnapshotRequest_v0, self.replica_id, self.max_bytes)
         w.unsigned_varint(len(self.topics) + 1)
         for _item_topics in self.topics:
             _item_topics.write(w, version)
-        tagged = list(self.unknown_tagged_fields)
+        tagged = self.unknown_tagged_fields
         if self.cluster_id is not None:
             _tw = Writer()
             _tw.compact_nullable_string(self.cluster_id)
-            tagged.append((0, _tw.getvalue()))
+            tagged = [*tagged, (0, _tw.getvalue())]
         w.tagged_fields(tagged)
 
     @classmethod
@@ -158,9 +158,8 @@ class FetchSnapshotRequest:
             raise DecodeError(f"FetchSnapshotRequest has no version {version}")
         _cluster_id: str | None = None
         _replica_id: int
-        _replica_id = r.int32()
         _max_bytes: int
-        _max_bytes = r.int32()
+        _replica_id, _max_bytes = r.unpack(_FetchSnapshotRequest_v0)
         _topics: list[TopicSnapshot]
         _n_topics = r.compact_array_length()
         if _n_topics is None:
@@ -174,13 +173,7 @@ class FetchSnapshotRequest:
                 _tr.expect_end()
             else:
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            cluster_id=_cluster_id,
-            replica_id=_replica_id,
-            max_bytes=_max_bytes,
-            topics=_topics,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_cluster_id, _replica_id, _max_bytes, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

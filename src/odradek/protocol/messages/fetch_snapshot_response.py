@@ -4,11 +4,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Records, Writer
 from odradek.protocol.schema import FieldSpec
+
+_SnapshotId_v0 = Struct(">qi")
+_LeaderIdAndEpoch_v0 = Struct(">ii")
+_PartitionSnapshot_1_v0 = Struct(">ih")
+_PartitionSnapshot_2_v0 = Struct(">qq")
+_FetchSnapshotResponse_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -20,21 +27,19 @@ class SnapshotId:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int64(self.end_offset)
-        w.int32(self.epoch)
+        w.pack(_SnapshotId_v0, self.end_offset, self.epoch)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> SnapshotId:
         _end_offset: int
-        _end_offset = r.int64()
         _epoch: int
-        _epoch = r.int32()
+        _end_offset, _epoch = r.unpack(_SnapshotId_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(end_offset=_end_offset, epoch=_epoch, unknown_tagged_fields=_unknown)
+        return cls(_end_offset, _epoch, _unknown)
 
 
 @dataclass(slots=True)
@@ -46,21 +51,19 @@ class LeaderIdAndEpoch:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.leader_id)
-        w.int32(self.leader_epoch)
+        w.pack(_LeaderIdAndEpoch_v0, self.leader_id, self.leader_epoch)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> LeaderIdAndEpoch:
         _leader_id: int
-        _leader_id = r.int32()
         _leader_epoch: int
-        _leader_epoch = r.int32()
+        _leader_id, _leader_epoch = r.unpack(_LeaderIdAndEpoch_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(leader_id=_leader_id, leader_epoch=_leader_epoch, unknown_tagged_fields=_unknown)
+        return cls(_leader_id, _leader_epoch, _unknown)
 
 
 @dataclass(slots=True)
@@ -77,32 +80,33 @@ class PartitionSnapshot:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.index)
-        w.int16(self.error_code)
+        w.pack(_PartitionSnapshot_1_v0, self.index, self.error_code)
         self.snapshot_id.write(w, version)
-        w.int64(self.size)
-        w.int64(self.position)
+        w.pack(_PartitionSnapshot_2_v0, self.size, self.position)
         w.compact_records(self.unaligned_records)
-        tagged = list(self.unknown_tagged_fields)
-        if self.current_leader != _DEFAULT_LeaderIdAndEpoch:
+        tagged = self.unknown_tagged_fields
+        if (
+            type(self.current_leader) is not LeaderIdAndEpoch
+            or self.current_leader.leader_id != 0
+            or self.current_leader.leader_epoch != 0
+            or self.current_leader.unknown_tagged_fields != []
+        ):
             _tw = Writer()
             self.current_leader.write(_tw, version)
-            tagged.append((0, _tw.getvalue()))
+            tagged = [*tagged, (0, _tw.getvalue())]
         w.tagged_fields(tagged)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionSnapshot:
         _index: int
-        _index = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _index, _error_code = r.unpack(_PartitionSnapshot_1_v0)
         _snapshot_id: SnapshotId
         _snapshot_id = SnapshotId.read(r, version)
         _current_leader: LeaderIdAndEpoch = LeaderIdAndEpoch()
         _size: int
-        _size = r.int64()
         _position: int
-        _position = r.int64()
+        _size, _position = r.unpack(_PartitionSnapshot_2_v0)
         _unaligned_records: Records
         _raw_unaligned_records = r.compact_records()
         if _raw_unaligned_records is None:
@@ -117,14 +121,14 @@ class PartitionSnapshot:
             else:
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            index=_index,
-            error_code=_error_code,
-            snapshot_id=_snapshot_id,
-            current_leader=_current_leader,
-            size=_size,
-            position=_position,
-            unaligned_records=_unaligned_records,
-            unknown_tagged_fields=_unknown,
+            _index,
+            _error_code,
+            _snapshot_id,
+            _current_leader,
+            _size,
+            _position,
+            _unaligned_records,
+            _unknown,
         )
 
 
@@ -156,7 +160,7 @@ class TopicSnapshot:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -206,7 +210,7 @@ class NodeEndpoint:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(node_id=_node_id, host=_host, port=_port, unknown_tagged_fields=_unknown)
+        return cls(_node_id, _host, _port, _unknown)
 
 
 @dataclass(slots=True)
@@ -228,18 +232,17 @@ class FetchSnapshotResponse:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"FetchSnapshotResponse has no version {version}")
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+        w.pack(_FetchSnapshotResponse_v0, self.throttle_time_ms, self.error_code)
         w.unsigned_varint(len(self.topics) + 1)
         for _item_topics in self.topics:
             _item_topics.write(w, version)
-        tagged = list(self.unknown_tagged_fields)
+        tagged = self.unknown_tagged_fields
         if version >= 1 and self.node_endpoints != []:
             _tw = Writer()
             _tw.unsigned_varint(len(self.node_endpoints) + 1)
             for _item_node_endpoints in self.node_endpoints:
                 _item_node_endpoints.write(_tw, version)
-            tagged.append((0, _tw.getvalue()))
+            tagged = [*tagged, (0, _tw.getvalue())]
         w.tagged_fields(tagged)
         if not (version >= 1) and self.node_endpoints != []:
             raise UnsupportedVersionError(
@@ -251,9 +254,8 @@ class FetchSnapshotResponse:
         if not 0 <= version <= 1:
             raise DecodeError(f"FetchSnapshotResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _throttle_time_ms, _error_code = r.unpack(_FetchSnapshotResponse_v0)
         _topics: list[TopicSnapshot]
         _n_topics = r.compact_array_length()
         if _n_topics is None:
@@ -273,13 +275,7 @@ class FetchSnapshotResponse:
                 _tr.expect_end()
             else:
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            topics=_topics,
-            node_endpoints=_node_endpoints,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _topics, _node_endpoints, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()
@@ -295,7 +291,6 @@ class FetchSnapshotResponse:
         return value
 
 
-_DEFAULT_LeaderIdAndEpoch = LeaderIdAndEpoch()
 SnapshotId.FIELDS = (
     FieldSpec("end_offset", "int64", False, None, (0, 32767), None, None, False),
     FieldSpec("epoch", "int32", False, None, (0, 32767), None, None, False),

@@ -87,12 +87,7 @@ class FindCoordinatorRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            key=_key,
-            key_type=_key_type,
-            coordinator_keys=_coordinator_keys,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_key, _key_type, _coordinator_keys, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

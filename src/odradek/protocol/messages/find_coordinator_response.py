@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_Coordinator_v4 = Struct(">ih")
+_FindCoordinatorResponse_v1 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -40,15 +44,16 @@ class Coordinator:
         elif self.host != "":
             raise UnsupportedVersionError(f"Coordinator.host cannot be sent in version {version}")
         if version >= 4:
-            w.int32(self.port)
-        elif self.port != 0:
-            raise UnsupportedVersionError(f"Coordinator.port cannot be sent in version {version}")
-        if version >= 4:
-            w.int16(self.error_code)
-        elif self.error_code != 0:
-            raise UnsupportedVersionError(
-                f"Coordinator.error_code cannot be sent in version {version}"
-            )
+            w.pack(_Coordinator_v4, self.port, self.error_code)
+        else:
+            if self.port != 0:
+                raise UnsupportedVersionError(
+                    f"Coordinator.port cannot be sent in version {version}"
+                )
+            if self.error_code != 0:
+                raise UnsupportedVersionError(
+                    f"Coordinator.error_code cannot be sent in version {version}"
+                )
         if version >= 4:
             w.compact_nullable_string(self.error_message)
         if flexible:
@@ -73,14 +78,11 @@ class Coordinator:
         else:
             _host = ""
         _port: int
-        if version >= 4:
-            _port = r.int32()
-        else:
-            _port = 0
         _error_code: int
         if version >= 4:
-            _error_code = r.int16()
+            _port, _error_code = r.unpack(_Coordinator_v4)
         else:
+            _port = 0
             _error_code = 0
         _error_message: str | None
         if version >= 4:
@@ -92,15 +94,7 @@ class Coordinator:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            key=_key,
-            node_id=_node_id,
-            host=_host,
-            port=_port,
-            error_code=_error_code,
-            error_message=_error_message,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_key, _node_id, _host, _port, _error_code, _error_message, _unknown)
 
 
 @dataclass(slots=True)
@@ -126,14 +120,18 @@ class FindCoordinatorResponse:
         if not 0 <= version <= 6:
             raise UnsupportedVersionError(f"FindCoordinatorResponse has no version {version}")
         flexible = version >= 3
-        if version >= 1:
+        if version >= 4:
+            if self.error_code != 0:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.throttle_time_ms)
+                raise UnsupportedVersionError(
+                    f"FindCoordinatorResponse.error_code cannot be sent in version {version}"
+                )
             w.int32(self.throttle_time_ms)
-        if version <= 3:
+        elif version >= 1:
+            w.pack(_FindCoordinatorResponse_v1, self.throttle_time_ms, self.error_code)
+        else:
             w.int16(self.error_code)
-        elif self.error_code != 0:
-            raise UnsupportedVersionError(
-                f"FindCoordinatorResponse.error_code cannot be sent in version {version}"
-            )
         if 1 <= version <= 3:
             if flexible:
                 w.compact_nullable_string(self.error_message)
@@ -177,15 +175,15 @@ class FindCoordinatorResponse:
             raise DecodeError(f"FindCoordinatorResponse has no version {version}")
         flexible = version >= 3
         _throttle_time_ms: int
-        if version >= 1:
-            _throttle_time_ms = r.int32()
-        else:
-            _throttle_time_ms = 0
         _error_code: int
-        if version <= 3:
-            _error_code = r.int16()
-        else:
+        if version >= 4:
+            _throttle_time_ms = r.int32()
             _error_code = 0
+        elif version >= 1:
+            _throttle_time_ms, _error_code = r.unpack(_FindCoordinatorResponse_v1)
+        else:
+            _error_code = r.int16()
+            _throttle_time_ms = 0
         _error_message: str | None
         if 1 <= version <= 3:
             if flexible:
@@ -226,14 +224,14 @@ class FindCoordinatorResponse:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            error_message=_error_message,
-            node_id=_node_id,
-            host=_host,
-            port=_port,
-            coordinators=_coordinators,
-            unknown_tagged_fields=_unknown,
+            _throttle_time_ms,
+            _error_code,
+            _error_message,
+            _node_id,
+            _host,
+            _port,
+            _coordinators,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_GetTelemetrySubscriptionsResponse_1_v0 = Struct(">ih")
+_GetTelemetrySubscriptionsResponse_2_v0 = Struct(">ii?")
 
 
 @dataclass(slots=True)
@@ -38,16 +42,18 @@ class GetTelemetrySubscriptionsResponse:
             raise UnsupportedVersionError(
                 f"GetTelemetrySubscriptionsResponse has no version {version}"
             )
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+        w.pack(_GetTelemetrySubscriptionsResponse_1_v0, self.throttle_time_ms, self.error_code)
         w.uuid(self.client_instance_id)
         w.int32(self.subscription_id)
         w.unsigned_varint(len(self.accepted_compression_types) + 1)
         for _item_accepted_compression_types in self.accepted_compression_types:
             w.int8(_item_accepted_compression_types)
-        w.int32(self.push_interval_ms)
-        w.int32(self.telemetry_max_bytes)
-        w.boolean(self.delta_temporality)
+        w.pack(
+            _GetTelemetrySubscriptionsResponse_2_v0,
+            self.push_interval_ms,
+            self.telemetry_max_bytes,
+            self.delta_temporality,
+        )
         w.unsigned_varint(len(self.requested_metrics) + 1)
         for _item_requested_metrics in self.requested_metrics:
             w.compact_string(_item_requested_metrics)
@@ -58,9 +64,8 @@ class GetTelemetrySubscriptionsResponse:
         if not 0 <= version <= 0:
             raise DecodeError(f"GetTelemetrySubscriptionsResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _throttle_time_ms, _error_code = r.unpack(_GetTelemetrySubscriptionsResponse_1_v0)
         _client_instance_id: uuid.UUID
         _client_instance_id = r.uuid()
         _subscription_id: int
@@ -73,11 +78,11 @@ class GetTelemetrySubscriptionsResponse:
             )
         _accepted_compression_types = [r.int8() for _ in range(_n_accepted_compression_types)]
         _push_interval_ms: int
-        _push_interval_ms = r.int32()
         _telemetry_max_bytes: int
-        _telemetry_max_bytes = r.int32()
         _delta_temporality: bool
-        _delta_temporality = r.boolean()
+        _push_interval_ms, _telemetry_max_bytes, _delta_temporality = r.unpack(
+            _GetTelemetrySubscriptionsResponse_2_v0
+        )
         _requested_metrics: list[str]
         _n_requested_metrics = r.compact_array_length()
         if _n_requested_metrics is None:
@@ -88,16 +93,16 @@ class GetTelemetrySubscriptionsResponse:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            client_instance_id=_client_instance_id,
-            subscription_id=_subscription_id,
-            accepted_compression_types=_accepted_compression_types,
-            push_interval_ms=_push_interval_ms,
-            telemetry_max_bytes=_telemetry_max_bytes,
-            delta_temporality=_delta_temporality,
-            requested_metrics=_requested_metrics,
-            unknown_tagged_fields=_unknown,
+            _throttle_time_ms,
+            _error_code,
+            _client_instance_id,
+            _subscription_id,
+            _accepted_compression_types,
+            _push_interval_ms,
+            _telemetry_max_bytes,
+            _delta_temporality,
+            _requested_metrics,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

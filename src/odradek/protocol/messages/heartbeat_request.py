@@ -82,13 +82,7 @@ class HeartbeatRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            group_id=_group_id,
-            generation_id=_generation_id,
-            member_id=_member_id,
-            group_instance_id=_group_instance_id,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_group_id, _generation_id, _member_id, _group_instance_id, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

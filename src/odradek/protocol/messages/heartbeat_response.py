@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_HeartbeatResponse_v1 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -30,8 +33,9 @@ class HeartbeatResponse:
             raise UnsupportedVersionError(f"HeartbeatResponse has no version {version}")
         flexible = version >= 4
         if version >= 1:
-            w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+            w.pack(_HeartbeatResponse_v1, self.throttle_time_ms, self.error_code)
+        else:
+            w.int16(self.error_code)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -41,22 +45,18 @@ class HeartbeatResponse:
             raise DecodeError(f"HeartbeatResponse has no version {version}")
         flexible = version >= 4
         _throttle_time_ms: int
-        if version >= 1:
-            _throttle_time_ms = r.int32()
-        else:
-            _throttle_time_ms = 0
         _error_code: int
-        _error_code = r.int16()
+        if version >= 1:
+            _throttle_time_ms, _error_code = r.unpack(_HeartbeatResponse_v1)
+        else:
+            _error_code = r.int16()
+            _throttle_time_ms = 0
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -54,12 +54,7 @@ class AlterableConfig:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            name=_name,
-            config_operation=_config_operation,
-            value=_value,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_name, _config_operation, _value, _unknown)
 
 
 @dataclass(slots=True)
@@ -115,12 +110,7 @@ class AlterConfigsResource:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            resource_type=_resource_type,
-            resource_name=_resource_name,
-            configs=_configs,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_resource_type, _resource_name, _configs, _unknown)
 
 
 @dataclass(slots=True)
@@ -178,9 +168,7 @@ class IncrementalAlterConfigsRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            resources=_resources, validate_only=_validate_only, unknown_tagged_fields=_unknown
-        )
+        return cls(_resources, _validate_only, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_InitProducerIdRequest_v3 = Struct(">iqh")
 
 
 @dataclass(slots=True)
@@ -35,19 +38,25 @@ class InitProducerIdRequest:
             w.compact_nullable_string(self.transactional_id)
         else:
             w.nullable_string(self.transactional_id)
-        w.int32(self.transaction_timeout_ms)
         if version >= 3:
-            w.int64(self.producer_id)
-        elif self.producer_id != -1:
-            raise UnsupportedVersionError(
-                f"InitProducerIdRequest.producer_id cannot be sent in version {version}"
+            w.pack(
+                _InitProducerIdRequest_v3,
+                self.transaction_timeout_ms,
+                self.producer_id,
+                self.producer_epoch,
             )
-        if version >= 3:
-            w.int16(self.producer_epoch)
-        elif self.producer_epoch != -1:
-            raise UnsupportedVersionError(
-                f"InitProducerIdRequest.producer_epoch cannot be sent in version {version}"
-            )
+        else:
+            if self.producer_id != -1 or self.producer_epoch != -1:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.transaction_timeout_ms)
+                if self.producer_id != -1:
+                    raise UnsupportedVersionError(
+                        f"InitProducerIdRequest.producer_id cannot be sent in version {version}"
+                    )
+                raise UnsupportedVersionError(
+                    f"InitProducerIdRequest.producer_epoch cannot be sent in version {version}"
+                )
+            w.int32(self.transaction_timeout_ms)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -62,16 +71,15 @@ class InitProducerIdRequest:
         else:
             _transactional_id = r.nullable_string()
         _transaction_timeout_ms: int
-        _transaction_timeout_ms = r.int32()
         _producer_id: int
-        if version >= 3:
-            _producer_id = r.int64()
-        else:
-            _producer_id = -1
         _producer_epoch: int
         if version >= 3:
-            _producer_epoch = r.int16()
+            _transaction_timeout_ms, _producer_id, _producer_epoch = r.unpack(
+                _InitProducerIdRequest_v3
+            )
         else:
+            _transaction_timeout_ms = r.int32()
+            _producer_id = -1
             _producer_epoch = -1
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
@@ -79,11 +87,7 @@ class InitProducerIdRequest:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            transactional_id=_transactional_id,
-            transaction_timeout_ms=_transaction_timeout_ms,
-            producer_id=_producer_id,
-            producer_epoch=_producer_epoch,
-            unknown_tagged_fields=_unknown,
+            _transactional_id, _transaction_timeout_ms, _producer_id, _producer_epoch, _unknown
         )
 
     def encode(self, version: int) -> bytes:

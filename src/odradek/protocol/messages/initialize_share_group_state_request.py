@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_PartitionData_v0 = Struct(">iiq")
 
 
 @dataclass(slots=True)
@@ -22,29 +25,20 @@ class PartitionData:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition)
-        w.int32(self.state_epoch)
-        w.int64(self.start_offset)
+        w.pack(_PartitionData_v0, self.partition, self.state_epoch, self.start_offset)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionData:
         _partition: int
-        _partition = r.int32()
         _state_epoch: int
-        _state_epoch = r.int32()
         _start_offset: int
-        _start_offset = r.int64()
+        _partition, _state_epoch, _start_offset = r.unpack(_PartitionData_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition=_partition,
-            state_epoch=_state_epoch,
-            start_offset=_start_offset,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_partition, _state_epoch, _start_offset, _unknown)
 
 
 @dataclass(slots=True)
@@ -75,7 +69,7 @@ class InitializeStateData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -118,7 +112,7 @@ class InitializeShareGroupStateRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(group_id=_group_id, topics=_topics, unknown_tagged_fields=_unknown)
+        return cls(_group_id, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_JoinGroupRequest_v1 = Struct(">ii")
 
 
 @dataclass(slots=True)
@@ -50,7 +53,7 @@ class JoinGroupRequestProtocol:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, metadata=_metadata, unknown_tagged_fields=_unknown)
+        return cls(_name, _metadata, _unknown)
 
 
 @dataclass(slots=True)
@@ -81,9 +84,10 @@ class JoinGroupRequest:
             w.compact_string(self.group_id)
         else:
             w.string(self.group_id)
-        w.int32(self.session_timeout_ms)
         if version >= 1:
-            w.int32(self.rebalance_timeout_ms)
+            w.pack(_JoinGroupRequest_v1, self.session_timeout_ms, self.rebalance_timeout_ms)
+        else:
+            w.int32(self.session_timeout_ms)
         if flexible:
             w.compact_string(self.member_id)
         else:
@@ -125,11 +129,11 @@ class JoinGroupRequest:
         else:
             _group_id = r.string()
         _session_timeout_ms: int
-        _session_timeout_ms = r.int32()
         _rebalance_timeout_ms: int
         if version >= 1:
-            _rebalance_timeout_ms = r.int32()
+            _session_timeout_ms, _rebalance_timeout_ms = r.unpack(_JoinGroupRequest_v1)
         else:
+            _session_timeout_ms = r.int32()
             _rebalance_timeout_ms = -1
         _member_id: str
         if flexible:
@@ -171,15 +175,15 @@ class JoinGroupRequest:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            group_id=_group_id,
-            session_timeout_ms=_session_timeout_ms,
-            rebalance_timeout_ms=_rebalance_timeout_ms,
-            member_id=_member_id,
-            group_instance_id=_group_instance_id,
-            protocol_type=_protocol_type,
-            protocols=_protocols,
-            reason=_reason,
-            unknown_tagged_fields=_unknown,
+            _group_id,
+            _session_timeout_ms,
+            _rebalance_timeout_ms,
+            _member_id,
+            _group_instance_id,
+            _protocol_type,
+            _protocols,
+            _reason,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

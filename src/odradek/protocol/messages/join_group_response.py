@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_JoinGroupResponse_v2 = Struct(">ihi")
+_JoinGroupResponse_v0 = Struct(">hi")
 
 
 @dataclass(slots=True)
@@ -64,12 +68,7 @@ class JoinGroupResponseMember:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            member_id=_member_id,
-            group_instance_id=_group_instance_id,
-            metadata=_metadata,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_member_id, _group_instance_id, _metadata, _unknown)
 
 
 @dataclass(slots=True)
@@ -98,9 +97,11 @@ class JoinGroupResponse:
             raise UnsupportedVersionError(f"JoinGroupResponse has no version {version}")
         flexible = version >= 6
         if version >= 2:
-            w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
-        w.int32(self.generation_id)
+            w.pack(
+                _JoinGroupResponse_v2, self.throttle_time_ms, self.error_code, self.generation_id
+            )
+        else:
+            w.pack(_JoinGroupResponse_v0, self.error_code, self.generation_id)
         if version >= 7:
             w.compact_nullable_string(self.protocol_type)
         if flexible:
@@ -144,14 +145,13 @@ class JoinGroupResponse:
             raise DecodeError(f"JoinGroupResponse has no version {version}")
         flexible = version >= 6
         _throttle_time_ms: int
-        if version >= 2:
-            _throttle_time_ms = r.int32()
-        else:
-            _throttle_time_ms = 0
         _error_code: int
-        _error_code = r.int16()
         _generation_id: int
-        _generation_id = r.int32()
+        if version >= 2:
+            _throttle_time_ms, _error_code, _generation_id = r.unpack(_JoinGroupResponse_v2)
+        else:
+            _error_code, _generation_id = r.unpack(_JoinGroupResponse_v0)
+            _throttle_time_ms = 0
         _protocol_type: str | None
         if version >= 7:
             _protocol_type = r.compact_nullable_string()
@@ -200,16 +200,16 @@ class JoinGroupResponse:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            generation_id=_generation_id,
-            protocol_type=_protocol_type,
-            protocol_name=_protocol_name,
-            leader=_leader,
-            skip_assignment=_skip_assignment,
-            member_id=_member_id,
-            members=_members,
-            unknown_tagged_fields=_unknown,
+            _throttle_time_ms,
+            _error_code,
+            _generation_id,
+            _protocol_type,
+            _protocol_name,
+            _leader,
+            _skip_assignment,
+            _member_id,
+            _members,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

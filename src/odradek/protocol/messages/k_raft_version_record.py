@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_KRaftVersionRecord_v0 = Struct(">hh")
 
 
 @dataclass(slots=True)
@@ -27,8 +30,7 @@ class KRaftVersionRecord:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"KRaftVersionRecord has no version {version}")
-        w.int16(self.version)
-        w.int16(self.k_raft_version)
+        w.pack(_KRaftVersionRecord_v0, self.version, self.k_raft_version)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
@@ -36,14 +38,13 @@ class KRaftVersionRecord:
         if not 0 <= version <= 0:
             raise DecodeError(f"KRaftVersionRecord has no version {version}")
         _version: int
-        _version = r.int16()
         _k_raft_version: int
-        _k_raft_version = r.int16()
+        _version, _k_raft_version = r.unpack(_KRaftVersionRecord_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(version=_version, k_raft_version=_k_raft_version, unknown_tagged_fields=_unknown)
+        return cls(_version, _k_raft_version, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -5,11 +5,19 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_LeaderAndIsrPartitionState_1_v0 = Struct(">iiii")
+_LeaderAndIsrPartitionState_2_v6 = Struct(">?b")
+_LeaderAndIsrRequest_v7 = Struct(">i?iqb")
+_LeaderAndIsrRequest_v5 = Struct(">iiqb")
+_LeaderAndIsrRequest_v2 = Struct(">iiq")
+_LeaderAndIsrRequest_v0 = Struct(">ii")
 
 
 @dataclass(slots=True)
@@ -34,10 +42,13 @@ class LeaderAndIsrPartitionState:
         flexible = version >= 4
         if version <= 1:
             w.string(self.topic_name)
-        w.int32(self.partition_index)
-        w.int32(self.controller_epoch)
-        w.int32(self.leader)
-        w.int32(self.leader_epoch)
+        w.pack(
+            _LeaderAndIsrPartitionState_1_v0,
+            self.partition_index,
+            self.controller_epoch,
+            self.leader,
+            self.leader_epoch,
+        )
         if flexible:
             w.unsigned_varint(len(self.isr) + 1)
             for _item_isr in self.isr:
@@ -73,14 +84,21 @@ class LeaderAndIsrPartitionState:
                 w.int32(len(self.removing_replicas))
                 for _item_removing_replicas in self.removing_replicas:
                     w.int32(_item_removing_replicas)
-        if version >= 1:
-            w.boolean(self.is_new)
         if version >= 6:
-            w.int8(self.leader_recovery_state)
-        elif self.leader_recovery_state != 0:
-            raise UnsupportedVersionError(
-                f"LeaderAndIsrPartitionState.leader_recovery_state cannot be sent in version {version}"
-            )
+            w.pack(_LeaderAndIsrPartitionState_2_v6, self.is_new, self.leader_recovery_state)
+        elif version >= 1:
+            if self.leader_recovery_state != 0:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.boolean(self.is_new)
+                raise UnsupportedVersionError(
+                    f"LeaderAndIsrPartitionState.leader_recovery_state cannot be sent in version {version}"
+                )
+            w.boolean(self.is_new)
+        else:
+            if self.leader_recovery_state != 0:
+                raise UnsupportedVersionError(
+                    f"LeaderAndIsrPartitionState.leader_recovery_state cannot be sent in version {version}"
+                )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -93,13 +111,12 @@ class LeaderAndIsrPartitionState:
         else:
             _topic_name = ""
         _partition_index: int
-        _partition_index = r.int32()
         _controller_epoch: int
-        _controller_epoch = r.int32()
         _leader: int
-        _leader = r.int32()
         _leader_epoch: int
-        _leader_epoch = r.int32()
+        _partition_index, _controller_epoch, _leader, _leader_epoch = r.unpack(
+            _LeaderAndIsrPartitionState_1_v0
+        )
         _isr: list[int]
         if flexible:
             _n_isr = r.compact_array_length()
@@ -153,14 +170,14 @@ class LeaderAndIsrPartitionState:
         else:
             _removing_replicas = []
         _is_new: bool
-        if version >= 1:
-            _is_new = r.boolean()
-        else:
-            _is_new = False
         _leader_recovery_state: int
         if version >= 6:
-            _leader_recovery_state = r.int8()
+            _is_new, _leader_recovery_state = r.unpack(_LeaderAndIsrPartitionState_2_v6)
+        elif version >= 1:
+            _is_new = r.boolean()
+            _leader_recovery_state = 0
         else:
+            _is_new = False
             _leader_recovery_state = 0
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
@@ -168,19 +185,19 @@ class LeaderAndIsrPartitionState:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            topic_name=_topic_name,
-            partition_index=_partition_index,
-            controller_epoch=_controller_epoch,
-            leader=_leader,
-            leader_epoch=_leader_epoch,
-            isr=_isr,
-            partition_epoch=_partition_epoch,
-            replicas=_replicas,
-            adding_replicas=_adding_replicas,
-            removing_replicas=_removing_replicas,
-            is_new=_is_new,
-            leader_recovery_state=_leader_recovery_state,
-            unknown_tagged_fields=_unknown,
+            _topic_name,
+            _partition_index,
+            _controller_epoch,
+            _leader,
+            _leader_epoch,
+            _isr,
+            _partition_epoch,
+            _replicas,
+            _adding_replicas,
+            _removing_replicas,
+            _is_new,
+            _leader_recovery_state,
+            _unknown,
         )
 
 
@@ -261,12 +278,7 @@ class LeaderAndIsrTopicState:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topic_name=_topic_name,
-            topic_id=_topic_id,
-            partition_states=_partition_states,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_topic_name, _topic_id, _partition_states, _unknown)
 
 
 @dataclass(slots=True)
@@ -306,9 +318,7 @@ class LeaderAndIsrLiveLeader:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            broker_id=_broker_id, host_name=_host_name, port=_port, unknown_tagged_fields=_unknown
-        )
+        return cls(_broker_id, _host_name, _port, _unknown)
 
 
 @dataclass(slots=True)
@@ -335,22 +345,61 @@ class LeaderAndIsrRequest:
         if not 0 <= version <= 7:
             raise UnsupportedVersionError(f"LeaderAndIsrRequest has no version {version}")
         flexible = version >= 4
-        w.int32(self.controller_id)
         if version >= 7:
-            w.boolean(self.is_k_raft_controller)
-        elif self.is_k_raft_controller != False:
-            raise UnsupportedVersionError(
-                f"LeaderAndIsrRequest.is_k_raft_controller cannot be sent in version {version}"
+            w.pack(
+                _LeaderAndIsrRequest_v7,
+                self.controller_id,
+                self.is_k_raft_controller,
+                self.controller_epoch,
+                self.broker_epoch,
+                self.type,
             )
-        w.int32(self.controller_epoch)
-        if version >= 2:
-            w.int64(self.broker_epoch)
-        if version >= 5:
-            w.int8(self.type)
-        elif self.type != 0:
-            raise UnsupportedVersionError(
-                f"LeaderAndIsrRequest.type cannot be sent in version {version}"
+        elif version >= 5:
+            if self.is_k_raft_controller != False:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.controller_id)
+                raise UnsupportedVersionError(
+                    f"LeaderAndIsrRequest.is_k_raft_controller cannot be sent in version {version}"
+                )
+            w.pack(
+                _LeaderAndIsrRequest_v5,
+                self.controller_id,
+                self.controller_epoch,
+                self.broker_epoch,
+                self.type,
             )
+        elif version >= 2:
+            if self.is_k_raft_controller != False or self.type != 0:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.controller_id)
+                if self.is_k_raft_controller != False:
+                    raise UnsupportedVersionError(
+                        f"LeaderAndIsrRequest.is_k_raft_controller cannot be sent in version {version}"
+                    )
+                w.int32(self.controller_epoch)
+                w.int64(self.broker_epoch)
+                raise UnsupportedVersionError(
+                    f"LeaderAndIsrRequest.type cannot be sent in version {version}"
+                )
+            w.pack(
+                _LeaderAndIsrRequest_v2,
+                self.controller_id,
+                self.controller_epoch,
+                self.broker_epoch,
+            )
+        else:
+            if self.is_k_raft_controller != False or self.type != 0:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.controller_id)
+                if self.is_k_raft_controller != False:
+                    raise UnsupportedVersionError(
+                        f"LeaderAndIsrRequest.is_k_raft_controller cannot be sent in version {version}"
+                    )
+                w.int32(self.controller_epoch)
+                raise UnsupportedVersionError(
+                    f"LeaderAndIsrRequest.type cannot be sent in version {version}"
+                )
+            w.pack(_LeaderAndIsrRequest_v0, self.controller_id, self.controller_epoch)
         if version <= 1:
             w.int32(len(self.ungrouped_partition_states))
             for _item_ungrouped_partition_states in self.ungrouped_partition_states:
@@ -389,23 +438,27 @@ class LeaderAndIsrRequest:
             raise DecodeError(f"LeaderAndIsrRequest has no version {version}")
         flexible = version >= 4
         _controller_id: int
-        _controller_id = r.int32()
         _is_k_raft_controller: bool
-        if version >= 7:
-            _is_k_raft_controller = r.boolean()
-        else:
-            _is_k_raft_controller = False
         _controller_epoch: int
-        _controller_epoch = r.int32()
         _broker_epoch: int
-        if version >= 2:
-            _broker_epoch = r.int64()
-        else:
-            _broker_epoch = -1
         _type: int
-        if version >= 5:
-            _type = r.int8()
+        if version >= 7:
+            _controller_id, _is_k_raft_controller, _controller_epoch, _broker_epoch, _type = (
+                r.unpack(_LeaderAndIsrRequest_v7)
+            )
+        elif version >= 5:
+            _controller_id, _controller_epoch, _broker_epoch, _type = r.unpack(
+                _LeaderAndIsrRequest_v5
+            )
+            _is_k_raft_controller = False
+        elif version >= 2:
+            _controller_id, _controller_epoch, _broker_epoch = r.unpack(_LeaderAndIsrRequest_v2)
+            _is_k_raft_controller = False
+            _type = 0
         else:
+            _controller_id, _controller_epoch = r.unpack(_LeaderAndIsrRequest_v0)
+            _is_k_raft_controller = False
+            _broker_epoch = -1
             _type = 0
         _ungrouped_partition_states: list[LeaderAndIsrPartitionState]
         if version <= 1:
@@ -457,15 +510,15 @@ class LeaderAndIsrRequest:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            controller_id=_controller_id,
-            is_k_raft_controller=_is_k_raft_controller,
-            controller_epoch=_controller_epoch,
-            broker_epoch=_broker_epoch,
-            type=_type,
-            ungrouped_partition_states=_ungrouped_partition_states,
-            topic_states=_topic_states,
-            live_leaders=_live_leaders,
-            unknown_tagged_fields=_unknown,
+            _controller_id,
+            _is_k_raft_controller,
+            _controller_epoch,
+            _broker_epoch,
+            _type,
+            _ungrouped_partition_states,
+            _topic_states,
+            _live_leaders,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

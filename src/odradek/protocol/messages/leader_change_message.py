@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_LeaderChangeMessage_v0 = Struct(">hi")
 
 
 @dataclass(slots=True)
@@ -43,11 +46,7 @@ class Voter:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            voter_id=_voter_id,
-            voter_directory_id=_voter_directory_id,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_voter_id, _voter_directory_id, _unknown)
 
 
 @dataclass(slots=True)
@@ -68,8 +67,7 @@ class LeaderChangeMessage:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"LeaderChangeMessage has no version {version}")
-        w.int16(self.version)
-        w.int32(self.leader_id)
+        w.pack(_LeaderChangeMessage_v0, self.version, self.leader_id)
         w.unsigned_varint(len(self.voters) + 1)
         for _item_voters in self.voters:
             _item_voters.write(w, version)
@@ -83,9 +81,8 @@ class LeaderChangeMessage:
         if not 0 <= version <= 1:
             raise DecodeError(f"LeaderChangeMessage has no version {version}")
         _version: int
-        _version = r.int16()
         _leader_id: int
-        _leader_id = r.int32()
+        _version, _leader_id = r.unpack(_LeaderChangeMessage_v0)
         _voters: list[Voter]
         _n_voters = r.compact_array_length()
         if _n_voters is None:
@@ -100,13 +97,7 @@ class LeaderChangeMessage:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            version=_version,
-            leader_id=_leader_id,
-            voters=_voters,
-            granting_voters=_granting_voters,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_version, _leader_id, _voters, _granting_voters, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

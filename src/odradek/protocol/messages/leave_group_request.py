@@ -74,12 +74,7 @@ class MemberIdentity:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            member_id=_member_id,
-            group_instance_id=_group_instance_id,
-            reason=_reason,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_member_id, _group_instance_id, _reason, _unknown)
 
 
 @dataclass(slots=True)
@@ -161,12 +156,7 @@ class LeaveGroupRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            group_id=_group_id,
-            member_id=_member_id,
-            members=_members,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_group_id, _member_id, _members, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_LeaveGroupResponse_v1 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -78,12 +81,7 @@ class MemberResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            member_id=_member_id,
-            group_instance_id=_group_instance_id,
-            error_code=_error_code,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_member_id, _group_instance_id, _error_code, _unknown)
 
 
 @dataclass(slots=True)
@@ -106,8 +104,9 @@ class LeaveGroupResponse:
             raise UnsupportedVersionError(f"LeaveGroupResponse has no version {version}")
         flexible = version >= 4
         if version >= 1:
-            w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+            w.pack(_LeaveGroupResponse_v1, self.throttle_time_ms, self.error_code)
+        else:
+            w.int16(self.error_code)
         if version >= 3:
             if flexible:
                 w.unsigned_varint(len(self.members) + 1)
@@ -130,12 +129,12 @@ class LeaveGroupResponse:
             raise DecodeError(f"LeaveGroupResponse has no version {version}")
         flexible = version >= 4
         _throttle_time_ms: int
-        if version >= 1:
-            _throttle_time_ms = r.int32()
-        else:
-            _throttle_time_ms = 0
         _error_code: int
-        _error_code = r.int16()
+        if version >= 1:
+            _throttle_time_ms, _error_code = r.unpack(_LeaveGroupResponse_v1)
+        else:
+            _error_code = r.int16()
+            _throttle_time_ms = 0
         _members: list[MemberResponse]
         if version >= 3:
             if flexible:
@@ -155,12 +154,7 @@ class LeaveGroupResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            members=_members,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _members, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_ListClientMetricsResourcesResponse_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -30,7 +33,7 @@ class ClientMetricsResource:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, unknown_tagged_fields=_unknown)
+        return cls(_name, _unknown)
 
 
 @dataclass(slots=True)
@@ -53,8 +56,7 @@ class ListClientMetricsResourcesResponse:
             raise UnsupportedVersionError(
                 f"ListClientMetricsResourcesResponse has no version {version}"
             )
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+        w.pack(_ListClientMetricsResourcesResponse_v0, self.throttle_time_ms, self.error_code)
         w.unsigned_varint(len(self.client_metrics_resources) + 1)
         for _item_client_metrics_resources in self.client_metrics_resources:
             _item_client_metrics_resources.write(w, version)
@@ -65,9 +67,8 @@ class ListClientMetricsResourcesResponse:
         if not 0 <= version <= 0:
             raise DecodeError(f"ListClientMetricsResourcesResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _throttle_time_ms, _error_code = r.unpack(_ListClientMetricsResourcesResponse_v0)
         _client_metrics_resources: list[ClientMetricsResource]
         _n_client_metrics_resources = r.compact_array_length()
         if _n_client_metrics_resources is None:
@@ -81,12 +82,7 @@ class ListClientMetricsResourcesResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            client_metrics_resources=_client_metrics_resources,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _client_metrics_resources, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -74,9 +74,7 @@ class ListGroupsRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            states_filter=_states_filter, types_filter=_types_filter, unknown_tagged_fields=_unknown
-        )
+        return cls(_states_filter, _types_filter, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_ListGroupsResponse_v1 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -66,13 +69,7 @@ class ListedGroup:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            group_id=_group_id,
-            protocol_type=_protocol_type,
-            group_state=_group_state,
-            group_type=_group_type,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_group_id, _protocol_type, _group_state, _group_type, _unknown)
 
 
 @dataclass(slots=True)
@@ -95,8 +92,9 @@ class ListGroupsResponse:
             raise UnsupportedVersionError(f"ListGroupsResponse has no version {version}")
         flexible = version >= 3
         if version >= 1:
-            w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+            w.pack(_ListGroupsResponse_v1, self.throttle_time_ms, self.error_code)
+        else:
+            w.int16(self.error_code)
         if flexible:
             w.unsigned_varint(len(self.groups) + 1)
             for _item_groups in self.groups:
@@ -114,12 +112,12 @@ class ListGroupsResponse:
             raise DecodeError(f"ListGroupsResponse has no version {version}")
         flexible = version >= 3
         _throttle_time_ms: int
-        if version >= 1:
-            _throttle_time_ms = r.int32()
-        else:
-            _throttle_time_ms = 0
         _error_code: int
-        _error_code = r.int16()
+        if version >= 1:
+            _throttle_time_ms, _error_code = r.unpack(_ListGroupsResponse_v1)
+        else:
+            _error_code = r.int16()
+            _throttle_time_ms = 0
         _groups: list[ListedGroup]
         if flexible:
             _n_groups = r.compact_array_length()
@@ -136,12 +134,7 @@ class ListGroupsResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            groups=_groups,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _groups, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

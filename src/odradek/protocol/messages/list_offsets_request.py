@@ -4,11 +4,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_ListOffsetsPartition_v4 = Struct(">iiq")
+_ListOffsetsPartition_v1 = Struct(">iq")
+_ListOffsetsPartition_v0 = Struct(">iqi")
+_ListOffsetsRequest_v2 = Struct(">ib")
 
 
 @dataclass(slots=True)
@@ -23,15 +29,33 @@ class ListOffsetsPartition:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 6
-        w.int32(self.partition_index)
         if version >= 4:
-            w.int32(self.current_leader_epoch)
-        w.int64(self.timestamp)
-        if version <= 0:
-            w.int32(self.max_num_offsets)
-        elif self.max_num_offsets != 1:
-            raise UnsupportedVersionError(
-                f"ListOffsetsPartition.max_num_offsets cannot be sent in version {version}"
+            if self.max_num_offsets != 1:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.partition_index)
+                w.int32(self.current_leader_epoch)
+                w.int64(self.timestamp)
+                raise UnsupportedVersionError(
+                    f"ListOffsetsPartition.max_num_offsets cannot be sent in version {version}"
+                )
+            w.pack(
+                _ListOffsetsPartition_v4,
+                self.partition_index,
+                self.current_leader_epoch,
+                self.timestamp,
+            )
+        elif version >= 1:
+            if self.max_num_offsets != 1:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.partition_index)
+                w.int64(self.timestamp)
+                raise UnsupportedVersionError(
+                    f"ListOffsetsPartition.max_num_offsets cannot be sent in version {version}"
+                )
+            w.pack(_ListOffsetsPartition_v1, self.partition_index, self.timestamp)
+        else:
+            w.pack(
+                _ListOffsetsPartition_v0, self.partition_index, self.timestamp, self.max_num_offsets
             )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
@@ -40,31 +64,25 @@ class ListOffsetsPartition:
     def read(cls, r: Reader, version: int) -> ListOffsetsPartition:
         flexible = version >= 6
         _partition_index: int
-        _partition_index = r.int32()
         _current_leader_epoch: int
-        if version >= 4:
-            _current_leader_epoch = r.int32()
-        else:
-            _current_leader_epoch = -1
         _timestamp: int
-        _timestamp = r.int64()
         _max_num_offsets: int
-        if version <= 0:
-            _max_num_offsets = r.int32()
-        else:
+        if version >= 4:
+            _partition_index, _current_leader_epoch, _timestamp = r.unpack(_ListOffsetsPartition_v4)
             _max_num_offsets = 1
+        elif version >= 1:
+            _partition_index, _timestamp = r.unpack(_ListOffsetsPartition_v1)
+            _current_leader_epoch = -1
+            _max_num_offsets = 1
+        else:
+            _partition_index, _timestamp, _max_num_offsets = r.unpack(_ListOffsetsPartition_v0)
+            _current_leader_epoch = -1
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition_index=_partition_index,
-            current_leader_epoch=_current_leader_epoch,
-            timestamp=_timestamp,
-            max_num_offsets=_max_num_offsets,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_partition_index, _current_leader_epoch, _timestamp, _max_num_offsets, _unknown)
 
 
 @dataclass(slots=True)
@@ -116,7 +134,7 @@ class ListOffsetsTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -139,13 +157,16 @@ class ListOffsetsRequest:
         if not 0 <= version <= 10:
             raise UnsupportedVersionError(f"ListOffsetsRequest has no version {version}")
         flexible = version >= 6
-        w.int32(self.replica_id)
         if version >= 2:
-            w.int8(self.isolation_level)
-        elif self.isolation_level != 0:
-            raise UnsupportedVersionError(
-                f"ListOffsetsRequest.isolation_level cannot be sent in version {version}"
-            )
+            w.pack(_ListOffsetsRequest_v2, self.replica_id, self.isolation_level)
+        else:
+            if self.isolation_level != 0:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.replica_id)
+                raise UnsupportedVersionError(
+                    f"ListOffsetsRequest.isolation_level cannot be sent in version {version}"
+                )
+            w.int32(self.replica_id)
         if flexible:
             w.unsigned_varint(len(self.topics) + 1)
             for _item_topics in self.topics:
@@ -165,11 +186,11 @@ class ListOffsetsRequest:
             raise DecodeError(f"ListOffsetsRequest has no version {version}")
         flexible = version >= 6
         _replica_id: int
-        _replica_id = r.int32()
         _isolation_level: int
         if version >= 2:
-            _isolation_level = r.int8()
+            _replica_id, _isolation_level = r.unpack(_ListOffsetsRequest_v2)
         else:
+            _replica_id = r.int32()
             _isolation_level = 0
         _topics: list[ListOffsetsTopic]
         if flexible:
@@ -192,13 +213,7 @@ class ListOffsetsRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            replica_id=_replica_id,
-            isolation_level=_isolation_level,
-            topics=_topics,
-            timeout_ms=_timeout_ms,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_replica_id, _isolation_level, _topics, _timeout_ms, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_ListOffsetsPartitionResponse_1_v0 = Struct(">ih")
+_ListOffsetsPartitionResponse_2_v4 = Struct(">qqi")
+_ListOffsetsPartitionResponse_2_v1 = Struct(">qq")
 
 
 @dataclass(slots=True)
@@ -25,8 +30,7 @@ class ListOffsetsPartitionResponse:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 6
-        w.int32(self.partition_index)
-        w.int16(self.error_code)
+        w.pack(_ListOffsetsPartitionResponse_1_v0, self.partition_index, self.error_code)
         if version <= 0:
             w.int32(len(self.old_style_offsets))
             for _item_old_style_offsets in self.old_style_offsets:
@@ -35,24 +39,32 @@ class ListOffsetsPartitionResponse:
             raise UnsupportedVersionError(
                 f"ListOffsetsPartitionResponse.old_style_offsets cannot be sent in version {version}"
             )
-        if version >= 1:
-            w.int64(self.timestamp)
-        elif self.timestamp != -1:
-            raise UnsupportedVersionError(
-                f"ListOffsetsPartitionResponse.timestamp cannot be sent in version {version}"
-            )
-        if version >= 1:
-            w.int64(self.offset)
-        elif self.offset != -1:
-            raise UnsupportedVersionError(
-                f"ListOffsetsPartitionResponse.offset cannot be sent in version {version}"
-            )
         if version >= 4:
-            w.int32(self.leader_epoch)
-        elif self.leader_epoch != -1:
-            raise UnsupportedVersionError(
-                f"ListOffsetsPartitionResponse.leader_epoch cannot be sent in version {version}"
+            w.pack(
+                _ListOffsetsPartitionResponse_2_v4, self.timestamp, self.offset, self.leader_epoch
             )
+        elif version >= 1:
+            if self.leader_epoch != -1:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int64(self.timestamp)
+                w.int64(self.offset)
+                raise UnsupportedVersionError(
+                    f"ListOffsetsPartitionResponse.leader_epoch cannot be sent in version {version}"
+                )
+            w.pack(_ListOffsetsPartitionResponse_2_v1, self.timestamp, self.offset)
+        else:
+            if self.timestamp != -1:
+                raise UnsupportedVersionError(
+                    f"ListOffsetsPartitionResponse.timestamp cannot be sent in version {version}"
+                )
+            if self.offset != -1:
+                raise UnsupportedVersionError(
+                    f"ListOffsetsPartitionResponse.offset cannot be sent in version {version}"
+                )
+            if self.leader_epoch != -1:
+                raise UnsupportedVersionError(
+                    f"ListOffsetsPartitionResponse.leader_epoch cannot be sent in version {version}"
+                )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -60,9 +72,8 @@ class ListOffsetsPartitionResponse:
     def read(cls, r: Reader, version: int) -> ListOffsetsPartitionResponse:
         flexible = version >= 6
         _partition_index: int
-        _partition_index = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _partition_index, _error_code = r.unpack(_ListOffsetsPartitionResponse_1_v0)
         _old_style_offsets: list[int]
         if version <= 0:
             _n_old_style_offsets = r.array_length()
@@ -72,19 +83,16 @@ class ListOffsetsPartitionResponse:
         else:
             _old_style_offsets = []
         _timestamp: int
-        if version >= 1:
-            _timestamp = r.int64()
-        else:
-            _timestamp = -1
         _offset: int
-        if version >= 1:
-            _offset = r.int64()
-        else:
-            _offset = -1
         _leader_epoch: int
         if version >= 4:
-            _leader_epoch = r.int32()
+            _timestamp, _offset, _leader_epoch = r.unpack(_ListOffsetsPartitionResponse_2_v4)
+        elif version >= 1:
+            _timestamp, _offset = r.unpack(_ListOffsetsPartitionResponse_2_v1)
+            _leader_epoch = -1
         else:
+            _timestamp = -1
+            _offset = -1
             _leader_epoch = -1
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
@@ -92,13 +100,13 @@ class ListOffsetsPartitionResponse:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition_index=_partition_index,
-            error_code=_error_code,
-            old_style_offsets=_old_style_offsets,
-            timestamp=_timestamp,
-            offset=_offset,
-            leader_epoch=_leader_epoch,
-            unknown_tagged_fields=_unknown,
+            _partition_index,
+            _error_code,
+            _old_style_offsets,
+            _timestamp,
+            _offset,
+            _leader_epoch,
+            _unknown,
         )
 
 
@@ -155,7 +163,7 @@ class ListOffsetsTopicResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -215,9 +223,7 @@ class ListOffsetsResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms, topics=_topics, unknown_tagged_fields=_unknown
-        )
+        return cls(_throttle_time_ms, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

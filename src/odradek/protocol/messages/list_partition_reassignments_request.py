@@ -39,7 +39,7 @@ class ListPartitionReassignmentsTopics:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partition_indexes=_partition_indexes, unknown_tagged_fields=_unknown)
+        return cls(_name, _partition_indexes, _unknown)
 
 
 @dataclass(slots=True)
@@ -86,7 +86,7 @@ class ListPartitionReassignmentsRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(timeout_ms=_timeout_ms, topics=_topics, unknown_tagged_fields=_unknown)
+        return cls(_timeout_ms, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_ListPartitionReassignmentsResponse_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -57,13 +60,7 @@ class OngoingPartitionReassignment:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition_index=_partition_index,
-            replicas=_replicas,
-            adding_replicas=_adding_replicas,
-            removing_replicas=_removing_replicas,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_partition_index, _replicas, _adding_replicas, _removing_replicas, _unknown)
 
 
 @dataclass(slots=True)
@@ -94,7 +91,7 @@ class OngoingTopicReassignment:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -118,8 +115,7 @@ class ListPartitionReassignmentsResponse:
             raise UnsupportedVersionError(
                 f"ListPartitionReassignmentsResponse has no version {version}"
             )
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+        w.pack(_ListPartitionReassignmentsResponse_v0, self.throttle_time_ms, self.error_code)
         w.compact_nullable_string(self.error_message)
         w.unsigned_varint(len(self.topics) + 1)
         for _item_topics in self.topics:
@@ -131,9 +127,8 @@ class ListPartitionReassignmentsResponse:
         if not 0 <= version <= 0:
             raise DecodeError(f"ListPartitionReassignmentsResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _throttle_time_ms, _error_code = r.unpack(_ListPartitionReassignmentsResponse_v0)
         _error_message: str | None
         _error_message = r.compact_nullable_string()
         _topics: list[OngoingTopicReassignment]
@@ -145,13 +140,7 @@ class ListPartitionReassignmentsResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            error_message=_error_message,
-            topics=_topics,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _error_message, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -66,12 +66,7 @@ class ListTransactionsRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            state_filters=_state_filters,
-            producer_id_filters=_producer_id_filters,
-            duration_filter=_duration_filter,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_state_filters, _producer_id_filters, _duration_filter, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_ListTransactionsResponse_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -38,12 +41,7 @@ class TransactionState:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            transactional_id=_transactional_id,
-            producer_id=_producer_id,
-            transaction_state=_transaction_state,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_transactional_id, _producer_id, _transaction_state, _unknown)
 
 
 @dataclass(slots=True)
@@ -65,8 +63,7 @@ class ListTransactionsResponse:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 1:
             raise UnsupportedVersionError(f"ListTransactionsResponse has no version {version}")
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+        w.pack(_ListTransactionsResponse_v0, self.throttle_time_ms, self.error_code)
         w.unsigned_varint(len(self.unknown_state_filters) + 1)
         for _item_unknown_state_filters in self.unknown_state_filters:
             w.compact_string(_item_unknown_state_filters)
@@ -80,9 +77,8 @@ class ListTransactionsResponse:
         if not 0 <= version <= 1:
             raise DecodeError(f"ListTransactionsResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _throttle_time_ms, _error_code = r.unpack(_ListTransactionsResponse_v0)
         _unknown_state_filters: list[str]
         _n_unknown_state_filters = r.compact_array_length()
         if _n_unknown_state_filters is None:
@@ -100,11 +96,7 @@ class ListTransactionsResponse:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            unknown_state_filters=_unknown_state_filters,
-            transaction_states=_transaction_states,
-            unknown_tagged_fields=_unknown,
+            _throttle_time_ms, _error_code, _unknown_state_filters, _transaction_states, _unknown
         )
 
     def encode(self, version: int) -> bytes:

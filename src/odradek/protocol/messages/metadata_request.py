@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, EncodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_MetadataRequest_v11 = Struct(">??")
+_MetadataRequest_v8 = Struct(">???")
 
 
 @dataclass(slots=True)
@@ -61,7 +65,7 @@ class MetadataRequestTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(topic_id=_topic_id, name=_name, unknown_tagged_fields=_unknown)
+        return cls(_topic_id, _name, _unknown)
 
 
 @dataclass(slots=True)
@@ -112,24 +116,53 @@ class MetadataRequest:
                 w.int32(len(self.topics))
                 for _item_topics in self.topics:
                     _item_topics.write(w, version)
-        if version >= 4:
+        if version >= 11:
+            if self.include_cluster_authorized_operations != False:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.boolean(self.allow_auto_topic_creation)
+                raise UnsupportedVersionError(
+                    f"MetadataRequest.include_cluster_authorized_operations cannot be sent in version {version}"
+                )
+            w.pack(
+                _MetadataRequest_v11,
+                self.allow_auto_topic_creation,
+                self.include_topic_authorized_operations,
+            )
+        elif version >= 8:
+            w.pack(
+                _MetadataRequest_v8,
+                self.allow_auto_topic_creation,
+                self.include_cluster_authorized_operations,
+                self.include_topic_authorized_operations,
+            )
+        elif version >= 4:
+            if (
+                self.include_cluster_authorized_operations != False
+                or self.include_topic_authorized_operations != False
+            ):
+                # Field by field, to fail as the field-by-field encoding does.
+                w.boolean(self.allow_auto_topic_creation)
+                if self.include_cluster_authorized_operations != False:
+                    raise UnsupportedVersionError(
+                        f"MetadataRequest.include_cluster_authorized_operations cannot be sent in version {version}"
+                    )
+                raise UnsupportedVersionError(
+                    f"MetadataRequest.include_topic_authorized_operations cannot be sent in version {version}"
+                )
             w.boolean(self.allow_auto_topic_creation)
-        elif self.allow_auto_topic_creation != True:
-            raise UnsupportedVersionError(
-                f"MetadataRequest.allow_auto_topic_creation cannot be sent in version {version}"
-            )
-        if 8 <= version <= 10:
-            w.boolean(self.include_cluster_authorized_operations)
-        elif self.include_cluster_authorized_operations != False:
-            raise UnsupportedVersionError(
-                f"MetadataRequest.include_cluster_authorized_operations cannot be sent in version {version}"
-            )
-        if version >= 8:
-            w.boolean(self.include_topic_authorized_operations)
-        elif self.include_topic_authorized_operations != False:
-            raise UnsupportedVersionError(
-                f"MetadataRequest.include_topic_authorized_operations cannot be sent in version {version}"
-            )
+        else:
+            if self.allow_auto_topic_creation != True:
+                raise UnsupportedVersionError(
+                    f"MetadataRequest.allow_auto_topic_creation cannot be sent in version {version}"
+                )
+            if self.include_cluster_authorized_operations != False:
+                raise UnsupportedVersionError(
+                    f"MetadataRequest.include_cluster_authorized_operations cannot be sent in version {version}"
+                )
+            if self.include_topic_authorized_operations != False:
+                raise UnsupportedVersionError(
+                    f"MetadataRequest.include_topic_authorized_operations cannot be sent in version {version}"
+                )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -164,19 +197,26 @@ class MetadataRequest:
                     raise DecodeError("MetadataRequest.topics: null array")
                 _topics = [MetadataRequestTopic.read(r, version) for _ in range(_n_topics)]
         _allow_auto_topic_creation: bool
-        if version >= 4:
+        _include_cluster_authorized_operations: bool
+        _include_topic_authorized_operations: bool
+        if version >= 11:
+            _allow_auto_topic_creation, _include_topic_authorized_operations = r.unpack(
+                _MetadataRequest_v11
+            )
+            _include_cluster_authorized_operations = False
+        elif version >= 8:
+            (
+                _allow_auto_topic_creation,
+                _include_cluster_authorized_operations,
+                _include_topic_authorized_operations,
+            ) = r.unpack(_MetadataRequest_v8)
+        elif version >= 4:
             _allow_auto_topic_creation = r.boolean()
+            _include_cluster_authorized_operations = False
+            _include_topic_authorized_operations = False
         else:
             _allow_auto_topic_creation = True
-        _include_cluster_authorized_operations: bool
-        if 8 <= version <= 10:
-            _include_cluster_authorized_operations = r.boolean()
-        else:
             _include_cluster_authorized_operations = False
-        _include_topic_authorized_operations: bool
-        if version >= 8:
-            _include_topic_authorized_operations = r.boolean()
-        else:
             _include_topic_authorized_operations = False
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
@@ -184,11 +224,11 @@ class MetadataRequest:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            topics=_topics,
-            allow_auto_topic_creation=_allow_auto_topic_creation,
-            include_cluster_authorized_operations=_include_cluster_authorized_operations,
-            include_topic_authorized_operations=_include_topic_authorized_operations,
-            unknown_tagged_fields=_unknown,
+            _topics,
+            _allow_auto_topic_creation,
+            _include_cluster_authorized_operations,
+            _include_topic_authorized_operations,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_MetadataResponsePartition_v7 = Struct(">hiii")
+_MetadataResponsePartition_v0 = Struct(">hii")
 
 
 @dataclass(slots=True)
@@ -63,9 +67,7 @@ class MetadataResponseBroker:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            node_id=_node_id, host=_host, port=_port, rack=_rack, unknown_tagged_fields=_unknown
-        )
+        return cls(_node_id, _host, _port, _rack, _unknown)
 
 
 @dataclass(slots=True)
@@ -83,11 +85,18 @@ class MetadataResponsePartition:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 9
-        w.int16(self.error_code)
-        w.int32(self.partition_index)
-        w.int32(self.leader_id)
         if version >= 7:
-            w.int32(self.leader_epoch)
+            w.pack(
+                _MetadataResponsePartition_v7,
+                self.error_code,
+                self.partition_index,
+                self.leader_id,
+                self.leader_epoch,
+            )
+        else:
+            w.pack(
+                _MetadataResponsePartition_v0, self.error_code, self.partition_index, self.leader_id
+            )
         if flexible:
             w.unsigned_varint(len(self.replica_nodes) + 1)
             for _item_replica_nodes in self.replica_nodes:
@@ -120,15 +129,15 @@ class MetadataResponsePartition:
     def read(cls, r: Reader, version: int) -> MetadataResponsePartition:
         flexible = version >= 9
         _error_code: int
-        _error_code = r.int16()
         _partition_index: int
-        _partition_index = r.int32()
         _leader_id: int
-        _leader_id = r.int32()
         _leader_epoch: int
         if version >= 7:
-            _leader_epoch = r.int32()
+            _error_code, _partition_index, _leader_id, _leader_epoch = r.unpack(
+                _MetadataResponsePartition_v7
+            )
         else:
+            _error_code, _partition_index, _leader_id = r.unpack(_MetadataResponsePartition_v0)
             _leader_epoch = -1
         _replica_nodes: list[int]
         if flexible:
@@ -172,14 +181,14 @@ class MetadataResponsePartition:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            error_code=_error_code,
-            partition_index=_partition_index,
-            leader_id=_leader_id,
-            leader_epoch=_leader_epoch,
-            replica_nodes=_replica_nodes,
-            isr_nodes=_isr_nodes,
-            offline_replicas=_offline_replicas,
-            unknown_tagged_fields=_unknown,
+            _error_code,
+            _partition_index,
+            _leader_id,
+            _leader_epoch,
+            _replica_nodes,
+            _isr_nodes,
+            _offline_replicas,
+            _unknown,
         )
 
 
@@ -277,13 +286,13 @@ class MetadataResponseTopic:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            error_code=_error_code,
-            name=_name,
-            topic_id=_topic_id,
-            is_internal=_is_internal,
-            partitions=_partitions,
-            topic_authorized_operations=_topic_authorized_operations,
-            unknown_tagged_fields=_unknown,
+            _error_code,
+            _name,
+            _topic_id,
+            _is_internal,
+            _partitions,
+            _topic_authorized_operations,
+            _unknown,
         )
 
 
@@ -399,13 +408,13 @@ class MetadataResponse:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            throttle_time_ms=_throttle_time_ms,
-            brokers=_brokers,
-            cluster_id=_cluster_id,
-            controller_id=_controller_id,
-            topics=_topics,
-            cluster_authorized_operations=_cluster_authorized_operations,
-            unknown_tagged_fields=_unknown,
+            _throttle_time_ms,
+            _brokers,
+            _cluster_id,
+            _controller_id,
+            _topics,
+            _cluster_authorized_operations,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

@@ -4,11 +4,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_OffsetCommitRequestPartition_v6 = Struct(">iqi")
+_OffsetCommitRequestPartition_v2 = Struct(">iq")
+_OffsetCommitRequestPartition_v1 = Struct(">iqq")
+_OffsetCommitRequestPartition_v0 = Struct(">iq")
 
 
 @dataclass(slots=True)
@@ -24,16 +30,46 @@ class OffsetCommitRequestPartition:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 8
-        w.int32(self.partition_index)
-        w.int64(self.committed_offset)
         if version >= 6:
-            w.int32(self.committed_leader_epoch)
-        if version == 1:
-            w.int64(self.commit_timestamp)
-        elif self.commit_timestamp != -1:
-            raise UnsupportedVersionError(
-                f"OffsetCommitRequestPartition.commit_timestamp cannot be sent in version {version}"
+            if self.commit_timestamp != -1:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.partition_index)
+                w.int64(self.committed_offset)
+                w.int32(self.committed_leader_epoch)
+                raise UnsupportedVersionError(
+                    f"OffsetCommitRequestPartition.commit_timestamp cannot be sent in version {version}"
+                )
+            w.pack(
+                _OffsetCommitRequestPartition_v6,
+                self.partition_index,
+                self.committed_offset,
+                self.committed_leader_epoch,
             )
+        elif version >= 2:
+            if self.commit_timestamp != -1:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.partition_index)
+                w.int64(self.committed_offset)
+                raise UnsupportedVersionError(
+                    f"OffsetCommitRequestPartition.commit_timestamp cannot be sent in version {version}"
+                )
+            w.pack(_OffsetCommitRequestPartition_v2, self.partition_index, self.committed_offset)
+        elif version >= 1:
+            w.pack(
+                _OffsetCommitRequestPartition_v1,
+                self.partition_index,
+                self.committed_offset,
+                self.commit_timestamp,
+            )
+        else:
+            if self.commit_timestamp != -1:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.partition_index)
+                w.int64(self.committed_offset)
+                raise UnsupportedVersionError(
+                    f"OffsetCommitRequestPartition.commit_timestamp cannot be sent in version {version}"
+                )
+            w.pack(_OffsetCommitRequestPartition_v0, self.partition_index, self.committed_offset)
         if flexible:
             w.compact_nullable_string(self.committed_metadata)
         else:
@@ -45,18 +81,26 @@ class OffsetCommitRequestPartition:
     def read(cls, r: Reader, version: int) -> OffsetCommitRequestPartition:
         flexible = version >= 8
         _partition_index: int
-        _partition_index = r.int32()
         _committed_offset: int
-        _committed_offset = r.int64()
         _committed_leader_epoch: int
-        if version >= 6:
-            _committed_leader_epoch = r.int32()
-        else:
-            _committed_leader_epoch = -1
         _commit_timestamp: int
-        if version == 1:
-            _commit_timestamp = r.int64()
+        if version >= 6:
+            _partition_index, _committed_offset, _committed_leader_epoch = r.unpack(
+                _OffsetCommitRequestPartition_v6
+            )
+            _commit_timestamp = -1
+        elif version >= 2:
+            _partition_index, _committed_offset = r.unpack(_OffsetCommitRequestPartition_v2)
+            _committed_leader_epoch = -1
+            _commit_timestamp = -1
+        elif version >= 1:
+            _partition_index, _committed_offset, _commit_timestamp = r.unpack(
+                _OffsetCommitRequestPartition_v1
+            )
+            _committed_leader_epoch = -1
         else:
+            _partition_index, _committed_offset = r.unpack(_OffsetCommitRequestPartition_v0)
+            _committed_leader_epoch = -1
             _commit_timestamp = -1
         _committed_metadata: str | None
         if flexible:
@@ -69,12 +113,12 @@ class OffsetCommitRequestPartition:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition_index=_partition_index,
-            committed_offset=_committed_offset,
-            committed_leader_epoch=_committed_leader_epoch,
-            commit_timestamp=_commit_timestamp,
-            committed_metadata=_committed_metadata,
-            unknown_tagged_fields=_unknown,
+            _partition_index,
+            _committed_offset,
+            _committed_leader_epoch,
+            _commit_timestamp,
+            _committed_metadata,
+            _unknown,
         )
 
 
@@ -131,7 +175,7 @@ class OffsetCommitRequestTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -242,13 +286,13 @@ class OffsetCommitRequest:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            group_id=_group_id,
-            generation_id_or_member_epoch=_generation_id_or_member_epoch,
-            member_id=_member_id,
-            group_instance_id=_group_instance_id,
-            retention_time_ms=_retention_time_ms,
-            topics=_topics,
-            unknown_tagged_fields=_unknown,
+            _group_id,
+            _generation_id_or_member_epoch,
+            _member_id,
+            _group_instance_id,
+            _retention_time_ms,
+            _topics,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_OffsetCommitResponsePartition_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -21,8 +24,7 @@ class OffsetCommitResponsePartition:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 8
-        w.int32(self.partition_index)
-        w.int16(self.error_code)
+        w.pack(_OffsetCommitResponsePartition_v0, self.partition_index, self.error_code)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -30,17 +32,14 @@ class OffsetCommitResponsePartition:
     def read(cls, r: Reader, version: int) -> OffsetCommitResponsePartition:
         flexible = version >= 8
         _partition_index: int
-        _partition_index = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _partition_index, _error_code = r.unpack(_OffsetCommitResponsePartition_v0)
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition_index=_partition_index, error_code=_error_code, unknown_tagged_fields=_unknown
-        )
+        return cls(_partition_index, _error_code, _unknown)
 
 
 @dataclass(slots=True)
@@ -96,7 +95,7 @@ class OffsetCommitResponseTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -156,9 +155,7 @@ class OffsetCommitResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms, topics=_topics, unknown_tagged_fields=_unknown
-        )
+        return cls(_throttle_time_ms, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -24,7 +24,7 @@ class OffsetDeleteRequestPartition:
     def read(cls, r: Reader, version: int) -> OffsetDeleteRequestPartition:
         _partition_index: int
         _partition_index = r.int32()
-        return cls(partition_index=_partition_index)
+        return cls(_partition_index)
 
 
 @dataclass(slots=True)
@@ -49,7 +49,7 @@ class OffsetDeleteRequestTopic:
         if _n_partitions is None:
             raise DecodeError("OffsetDeleteRequestTopic.partitions: null array")
         _partitions = [OffsetDeleteRequestPartition.read(r, version) for _ in range(_n_partitions)]
-        return cls(name=_name, partitions=_partitions)
+        return cls(_name, _partitions)
 
 
 @dataclass(slots=True)
@@ -84,7 +84,7 @@ class OffsetDeleteRequest:
         if _n_topics is None:
             raise DecodeError("OffsetDeleteRequest.topics: null array")
         _topics = [OffsetDeleteRequestTopic.read(r, version) for _ in range(_n_topics)]
-        return cls(group_id=_group_id, topics=_topics)
+        return cls(_group_id, _topics)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_OffsetDeleteResponsePartition_v0 = Struct(">ih")
+_OffsetDeleteResponse_v0 = Struct(">hi")
 
 
 @dataclass(slots=True)
@@ -19,16 +23,14 @@ class OffsetDeleteResponsePartition:
     error_code: int = 0
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition_index)
-        w.int16(self.error_code)
+        w.pack(_OffsetDeleteResponsePartition_v0, self.partition_index, self.error_code)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> OffsetDeleteResponsePartition:
         _partition_index: int
-        _partition_index = r.int32()
         _error_code: int
-        _error_code = r.int16()
-        return cls(partition_index=_partition_index, error_code=_error_code)
+        _partition_index, _error_code = r.unpack(_OffsetDeleteResponsePartition_v0)
+        return cls(_partition_index, _error_code)
 
 
 @dataclass(slots=True)
@@ -53,7 +55,7 @@ class OffsetDeleteResponseTopic:
         if _n_partitions is None:
             raise DecodeError("OffsetDeleteResponseTopic.partitions: null array")
         _partitions = [OffsetDeleteResponsePartition.read(r, version) for _ in range(_n_partitions)]
-        return cls(name=_name, partitions=_partitions)
+        return cls(_name, _partitions)
 
 
 @dataclass(slots=True)
@@ -73,8 +75,7 @@ class OffsetDeleteResponse:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"OffsetDeleteResponse has no version {version}")
-        w.int16(self.error_code)
-        w.int32(self.throttle_time_ms)
+        w.pack(_OffsetDeleteResponse_v0, self.error_code, self.throttle_time_ms)
         w.int32(len(self.topics))
         for _item_topics in self.topics:
             _item_topics.write(w, version)
@@ -84,15 +85,14 @@ class OffsetDeleteResponse:
         if not 0 <= version <= 0:
             raise DecodeError(f"OffsetDeleteResponse has no version {version}")
         _error_code: int
-        _error_code = r.int16()
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
+        _error_code, _throttle_time_ms = r.unpack(_OffsetDeleteResponse_v0)
         _topics: list[OffsetDeleteResponseTopic]
         _n_topics = r.array_length()
         if _n_topics is None:
             raise DecodeError("OffsetDeleteResponse.topics: null array")
         _topics = [OffsetDeleteResponseTopic.read(r, version) for _ in range(_n_topics)]
-        return cls(error_code=_error_code, throttle_time_ms=_throttle_time_ms, topics=_topics)
+        return cls(_error_code, _throttle_time_ms, _topics)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

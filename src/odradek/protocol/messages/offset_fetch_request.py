@@ -76,7 +76,7 @@ class OffsetFetchRequestTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partition_indexes=_partition_indexes, unknown_tagged_fields=_unknown)
+        return cls(_name, _partition_indexes, _unknown)
 
 
 @dataclass(slots=True)
@@ -127,7 +127,7 @@ class OffsetFetchRequestTopics:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partition_indexes=_partition_indexes, unknown_tagged_fields=_unknown)
+        return cls(_name, _partition_indexes, _unknown)
 
 
 @dataclass(slots=True)
@@ -198,13 +198,7 @@ class OffsetFetchRequestGroup:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            group_id=_group_id,
-            member_id=_member_id,
-            member_epoch=_member_epoch,
-            topics=_topics,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_group_id, _member_id, _member_epoch, _topics, _unknown)
 
 
 @dataclass(slots=True)
@@ -349,13 +343,7 @@ class OffsetFetchRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            group_id=_group_id,
-            topics=_topics,
-            groups=_groups,
-            require_stable=_require_stable,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_group_id, _topics, _groups, _require_stable, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_OffsetFetchResponsePartition_v5 = Struct(">iqi")
+_OffsetFetchResponsePartition_v0 = Struct(">iq")
+_OffsetFetchResponsePartitions_v8 = Struct(">iqi")
 
 
 @dataclass(slots=True)
@@ -24,20 +29,24 @@ class OffsetFetchResponsePartition:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 6
-        if version <= 7:
-            w.int32(self.partition_index)
-        elif self.partition_index != 0:
-            raise UnsupportedVersionError(
-                f"OffsetFetchResponsePartition.partition_index cannot be sent in version {version}"
+        if version >= 8:
+            if self.partition_index != 0:
+                raise UnsupportedVersionError(
+                    f"OffsetFetchResponsePartition.partition_index cannot be sent in version {version}"
+                )
+            if self.committed_offset != 0:
+                raise UnsupportedVersionError(
+                    f"OffsetFetchResponsePartition.committed_offset cannot be sent in version {version}"
+                )
+        elif version >= 5:
+            w.pack(
+                _OffsetFetchResponsePartition_v5,
+                self.partition_index,
+                self.committed_offset,
+                self.committed_leader_epoch,
             )
-        if version <= 7:
-            w.int64(self.committed_offset)
-        elif self.committed_offset != 0:
-            raise UnsupportedVersionError(
-                f"OffsetFetchResponsePartition.committed_offset cannot be sent in version {version}"
-            )
-        if 5 <= version <= 7:
-            w.int32(self.committed_leader_epoch)
+        else:
+            w.pack(_OffsetFetchResponsePartition_v0, self.partition_index, self.committed_offset)
         if version <= 7:
             if flexible:
                 w.compact_nullable_string(self.metadata)
@@ -60,19 +69,18 @@ class OffsetFetchResponsePartition:
     def read(cls, r: Reader, version: int) -> OffsetFetchResponsePartition:
         flexible = version >= 6
         _partition_index: int
-        if version <= 7:
-            _partition_index = r.int32()
-        else:
-            _partition_index = 0
         _committed_offset: int
-        if version <= 7:
-            _committed_offset = r.int64()
-        else:
-            _committed_offset = 0
         _committed_leader_epoch: int
-        if 5 <= version <= 7:
-            _committed_leader_epoch = r.int32()
+        if version >= 8:
+            _partition_index = 0
+            _committed_offset = 0
+            _committed_leader_epoch = -1
+        elif version >= 5:
+            _partition_index, _committed_offset, _committed_leader_epoch = r.unpack(
+                _OffsetFetchResponsePartition_v5
+            )
         else:
+            _partition_index, _committed_offset = r.unpack(_OffsetFetchResponsePartition_v0)
             _committed_leader_epoch = -1
         _metadata: str | None
         if version <= 7:
@@ -93,12 +101,12 @@ class OffsetFetchResponsePartition:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition_index=_partition_index,
-            committed_offset=_committed_offset,
-            committed_leader_epoch=_committed_leader_epoch,
-            metadata=_metadata,
-            error_code=_error_code,
-            unknown_tagged_fields=_unknown,
+            _partition_index,
+            _committed_offset,
+            _committed_leader_epoch,
+            _metadata,
+            _error_code,
+            _unknown,
         )
 
 
@@ -171,7 +179,7 @@ class OffsetFetchResponseTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -188,19 +196,21 @@ class OffsetFetchResponsePartitions:
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 6
         if version >= 8:
-            w.int32(self.partition_index)
-        elif self.partition_index != 0:
-            raise UnsupportedVersionError(
-                f"OffsetFetchResponsePartitions.partition_index cannot be sent in version {version}"
+            w.pack(
+                _OffsetFetchResponsePartitions_v8,
+                self.partition_index,
+                self.committed_offset,
+                self.committed_leader_epoch,
             )
-        if version >= 8:
-            w.int64(self.committed_offset)
-        elif self.committed_offset != 0:
-            raise UnsupportedVersionError(
-                f"OffsetFetchResponsePartitions.committed_offset cannot be sent in version {version}"
-            )
-        if version >= 8:
-            w.int32(self.committed_leader_epoch)
+        else:
+            if self.partition_index != 0:
+                raise UnsupportedVersionError(
+                    f"OffsetFetchResponsePartitions.partition_index cannot be sent in version {version}"
+                )
+            if self.committed_offset != 0:
+                raise UnsupportedVersionError(
+                    f"OffsetFetchResponsePartitions.committed_offset cannot be sent in version {version}"
+                )
         if version >= 8:
             w.compact_nullable_string(self.metadata)
         elif self.metadata != "":
@@ -220,19 +230,15 @@ class OffsetFetchResponsePartitions:
     def read(cls, r: Reader, version: int) -> OffsetFetchResponsePartitions:
         flexible = version >= 6
         _partition_index: int
-        if version >= 8:
-            _partition_index = r.int32()
-        else:
-            _partition_index = 0
         _committed_offset: int
-        if version >= 8:
-            _committed_offset = r.int64()
-        else:
-            _committed_offset = 0
         _committed_leader_epoch: int
         if version >= 8:
-            _committed_leader_epoch = r.int32()
+            _partition_index, _committed_offset, _committed_leader_epoch = r.unpack(
+                _OffsetFetchResponsePartitions_v8
+            )
         else:
+            _partition_index = 0
+            _committed_offset = 0
             _committed_leader_epoch = -1
         _metadata: str | None
         if version >= 8:
@@ -250,12 +256,12 @@ class OffsetFetchResponsePartitions:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition_index=_partition_index,
-            committed_offset=_committed_offset,
-            committed_leader_epoch=_committed_leader_epoch,
-            metadata=_metadata,
-            error_code=_error_code,
-            unknown_tagged_fields=_unknown,
+            _partition_index,
+            _committed_offset,
+            _committed_leader_epoch,
+            _metadata,
+            _error_code,
+            _unknown,
         )
 
 
@@ -309,7 +315,7 @@ class OffsetFetchResponseTopics:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -372,12 +378,7 @@ class OffsetFetchResponseGroup:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            group_id=_group_id,
-            topics=_topics,
-            error_code=_error_code,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_group_id, _topics, _error_code, _unknown)
 
 
 @dataclass(slots=True)
@@ -470,13 +471,7 @@ class OffsetFetchResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            topics=_topics,
-            error_code=_error_code,
-            groups=_groups,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _topics, _error_code, _groups, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_OffsetForLeaderPartition_v2 = Struct(">iii")
+_OffsetForLeaderPartition_v0 = Struct(">ii")
 
 
 @dataclass(slots=True)
@@ -22,10 +26,15 @@ class OffsetForLeaderPartition:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 4
-        w.int32(self.partition)
         if version >= 2:
-            w.int32(self.current_leader_epoch)
-        w.int32(self.leader_epoch)
+            w.pack(
+                _OffsetForLeaderPartition_v2,
+                self.partition,
+                self.current_leader_epoch,
+                self.leader_epoch,
+            )
+        else:
+            w.pack(_OffsetForLeaderPartition_v0, self.partition, self.leader_epoch)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -33,25 +42,21 @@ class OffsetForLeaderPartition:
     def read(cls, r: Reader, version: int) -> OffsetForLeaderPartition:
         flexible = version >= 4
         _partition: int
-        _partition = r.int32()
         _current_leader_epoch: int
-        if version >= 2:
-            _current_leader_epoch = r.int32()
-        else:
-            _current_leader_epoch = -1
         _leader_epoch: int
-        _leader_epoch = r.int32()
+        if version >= 2:
+            _partition, _current_leader_epoch, _leader_epoch = r.unpack(
+                _OffsetForLeaderPartition_v2
+            )
+        else:
+            _partition, _leader_epoch = r.unpack(_OffsetForLeaderPartition_v0)
+            _current_leader_epoch = -1
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition=_partition,
-            current_leader_epoch=_current_leader_epoch,
-            leader_epoch=_leader_epoch,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_partition, _current_leader_epoch, _leader_epoch, _unknown)
 
 
 @dataclass(slots=True)
@@ -103,7 +108,7 @@ class OffsetForLeaderTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(topic=_topic, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -163,7 +168,7 @@ class OffsetForLeaderEpochRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(replica_id=_replica_id, topics=_topics, unknown_tagged_fields=_unknown)
+        return cls(_replica_id, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

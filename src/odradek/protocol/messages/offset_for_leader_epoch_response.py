@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_EpochEndOffset_v1 = Struct(">hiiq")
+_EpochEndOffset_v0 = Struct(">hiq")
 
 
 @dataclass(slots=True)
@@ -23,11 +27,16 @@ class EpochEndOffset:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 4
-        w.int16(self.error_code)
-        w.int32(self.partition)
         if version >= 1:
-            w.int32(self.leader_epoch)
-        w.int64(self.end_offset)
+            w.pack(
+                _EpochEndOffset_v1,
+                self.error_code,
+                self.partition,
+                self.leader_epoch,
+                self.end_offset,
+            )
+        else:
+            w.pack(_EpochEndOffset_v0, self.error_code, self.partition, self.end_offset)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -35,28 +44,20 @@ class EpochEndOffset:
     def read(cls, r: Reader, version: int) -> EpochEndOffset:
         flexible = version >= 4
         _error_code: int
-        _error_code = r.int16()
         _partition: int
-        _partition = r.int32()
         _leader_epoch: int
-        if version >= 1:
-            _leader_epoch = r.int32()
-        else:
-            _leader_epoch = -1
         _end_offset: int
-        _end_offset = r.int64()
+        if version >= 1:
+            _error_code, _partition, _leader_epoch, _end_offset = r.unpack(_EpochEndOffset_v1)
+        else:
+            _error_code, _partition, _end_offset = r.unpack(_EpochEndOffset_v0)
+            _leader_epoch = -1
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            error_code=_error_code,
-            partition=_partition,
-            leader_epoch=_leader_epoch,
-            end_offset=_end_offset,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_error_code, _partition, _leader_epoch, _end_offset, _unknown)
 
 
 @dataclass(slots=True)
@@ -108,7 +109,7 @@ class OffsetForLeaderTopicResult:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(topic=_topic, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -168,9 +169,7 @@ class OffsetForLeaderEpochResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms, topics=_topics, unknown_tagged_fields=_unknown
-        )
+        return cls(_throttle_time_ms, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

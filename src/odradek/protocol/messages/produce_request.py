@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Records, Writer
 from odradek.protocol.schema import FieldSpec
+
+_ProduceRequest_v0 = Struct(">hi")
 
 
 @dataclass(slots=True)
@@ -44,7 +47,7 @@ class PartitionProduceData:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(index=_index, records=_records, unknown_tagged_fields=_unknown)
+        return cls(_index, _records, _unknown)
 
 
 @dataclass(slots=True)
@@ -100,7 +103,7 @@ class TopicProduceData:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partition_data=_partition_data, unknown_tagged_fields=_unknown)
+        return cls(_name, _partition_data, _unknown)
 
 
 @dataclass(slots=True)
@@ -132,8 +135,7 @@ class ProduceRequest:
             raise UnsupportedVersionError(
                 f"ProduceRequest.transactional_id cannot be sent in version {version}"
             )
-        w.int16(self.acks)
-        w.int32(self.timeout_ms)
+        w.pack(_ProduceRequest_v0, self.acks, self.timeout_ms)
         if flexible:
             w.unsigned_varint(len(self.topic_data) + 1)
             for _item_topic_data in self.topic_data:
@@ -159,9 +161,8 @@ class ProduceRequest:
         else:
             _transactional_id = None
         _acks: int
-        _acks = r.int16()
         _timeout_ms: int
-        _timeout_ms = r.int32()
+        _acks, _timeout_ms = r.unpack(_ProduceRequest_v0)
         _topic_data: list[TopicProduceData]
         if flexible:
             _n_topic_data = r.compact_array_length()
@@ -178,13 +179,7 @@ class ProduceRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            transactional_id=_transactional_id,
-            acks=_acks,
-            timeout_ms=_timeout_ms,
-            topic_data=_topic_data,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_transactional_id, _acks, _timeout_ms, _topic_data, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

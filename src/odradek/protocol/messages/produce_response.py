@@ -4,11 +4,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_LeaderIdAndEpoch_v10 = Struct(">ii")
+_PartitionProduceResponse_v5 = Struct(">ihqqq")
+_PartitionProduceResponse_v2 = Struct(">ihqq")
+_PartitionProduceResponse_v0 = Struct(">ihq")
 
 
 @dataclass(slots=True)
@@ -60,11 +66,7 @@ class BatchIndexAndErrorMessage:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            batch_index=_batch_index,
-            batch_index_error_message=_batch_index_error_message,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_batch_index, _batch_index_error_message, _unknown)
 
 
 @dataclass(slots=True)
@@ -78,17 +80,16 @@ class LeaderIdAndEpoch:
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 9
         if version >= 10:
-            w.int32(self.leader_id)
-        elif self.leader_id != -1:
-            raise UnsupportedVersionError(
-                f"LeaderIdAndEpoch.leader_id cannot be sent in version {version}"
-            )
-        if version >= 10:
-            w.int32(self.leader_epoch)
-        elif self.leader_epoch != -1:
-            raise UnsupportedVersionError(
-                f"LeaderIdAndEpoch.leader_epoch cannot be sent in version {version}"
-            )
+            w.pack(_LeaderIdAndEpoch_v10, self.leader_id, self.leader_epoch)
+        else:
+            if self.leader_id != -1:
+                raise UnsupportedVersionError(
+                    f"LeaderIdAndEpoch.leader_id cannot be sent in version {version}"
+                )
+            if self.leader_epoch != -1:
+                raise UnsupportedVersionError(
+                    f"LeaderIdAndEpoch.leader_epoch cannot be sent in version {version}"
+                )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -96,21 +97,18 @@ class LeaderIdAndEpoch:
     def read(cls, r: Reader, version: int) -> LeaderIdAndEpoch:
         flexible = version >= 9
         _leader_id: int
-        if version >= 10:
-            _leader_id = r.int32()
-        else:
-            _leader_id = -1
         _leader_epoch: int
         if version >= 10:
-            _leader_epoch = r.int32()
+            _leader_id, _leader_epoch = r.unpack(_LeaderIdAndEpoch_v10)
         else:
+            _leader_id = -1
             _leader_epoch = -1
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(leader_id=_leader_id, leader_epoch=_leader_epoch, unknown_tagged_fields=_unknown)
+        return cls(_leader_id, _leader_epoch, _unknown)
 
 
 @dataclass(slots=True)
@@ -129,13 +127,25 @@ class PartitionProduceResponse:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 9
-        w.int32(self.index)
-        w.int16(self.error_code)
-        w.int64(self.base_offset)
-        if version >= 2:
-            w.int64(self.log_append_time_ms)
         if version >= 5:
-            w.int64(self.log_start_offset)
+            w.pack(
+                _PartitionProduceResponse_v5,
+                self.index,
+                self.error_code,
+                self.base_offset,
+                self.log_append_time_ms,
+                self.log_start_offset,
+            )
+        elif version >= 2:
+            w.pack(
+                _PartitionProduceResponse_v2,
+                self.index,
+                self.error_code,
+                self.base_offset,
+                self.log_append_time_ms,
+            )
+        else:
+            w.pack(_PartitionProduceResponse_v0, self.index, self.error_code, self.base_offset)
         if version >= 8:
             if flexible:
                 w.unsigned_varint(len(self.record_errors) + 1)
@@ -151,13 +161,23 @@ class PartitionProduceResponse:
             else:
                 w.nullable_string(self.error_message)
         if flexible:
-            tagged = list(self.unknown_tagged_fields)
-            if version >= 10 and self.current_leader != _DEFAULT_LeaderIdAndEpoch:
+            tagged = self.unknown_tagged_fields
+            if version >= 10 and (
+                type(self.current_leader) is not LeaderIdAndEpoch
+                or self.current_leader.leader_id != -1
+                or self.current_leader.leader_epoch != -1
+                or self.current_leader.unknown_tagged_fields != []
+            ):
                 _tw = Writer()
                 self.current_leader.write(_tw, version)
-                tagged.append((0, _tw.getvalue()))
+                tagged = [*tagged, (0, _tw.getvalue())]
             w.tagged_fields(tagged)
-        if not (version >= 10) and self.current_leader != _DEFAULT_LeaderIdAndEpoch:
+        if not (version >= 10) and (
+            type(self.current_leader) is not LeaderIdAndEpoch
+            or self.current_leader.leader_id != -1
+            or self.current_leader.leader_epoch != -1
+            or self.current_leader.unknown_tagged_fields != []
+        ):
             raise UnsupportedVersionError(
                 f"PartitionProduceResponse.current_leader cannot be sent in version {version}"
             )
@@ -166,20 +186,22 @@ class PartitionProduceResponse:
     def read(cls, r: Reader, version: int) -> PartitionProduceResponse:
         flexible = version >= 9
         _index: int
-        _index = r.int32()
         _error_code: int
-        _error_code = r.int16()
         _base_offset: int
-        _base_offset = r.int64()
         _log_append_time_ms: int
-        if version >= 2:
-            _log_append_time_ms = r.int64()
-        else:
-            _log_append_time_ms = -1
         _log_start_offset: int
         if version >= 5:
-            _log_start_offset = r.int64()
+            _index, _error_code, _base_offset, _log_append_time_ms, _log_start_offset = r.unpack(
+                _PartitionProduceResponse_v5
+            )
+        elif version >= 2:
+            _index, _error_code, _base_offset, _log_append_time_ms = r.unpack(
+                _PartitionProduceResponse_v2
+            )
+            _log_start_offset = -1
         else:
+            _index, _error_code, _base_offset = r.unpack(_PartitionProduceResponse_v0)
+            _log_append_time_ms = -1
             _log_start_offset = -1
         _record_errors: list[BatchIndexAndErrorMessage]
         if version >= 8:
@@ -218,15 +240,15 @@ class PartitionProduceResponse:
                 else:
                     _unknown.append((_tag, _tr.rest()))
         return cls(
-            index=_index,
-            error_code=_error_code,
-            base_offset=_base_offset,
-            log_append_time_ms=_log_append_time_ms,
-            log_start_offset=_log_start_offset,
-            record_errors=_record_errors,
-            error_message=_error_message,
-            current_leader=_current_leader,
-            unknown_tagged_fields=_unknown,
+            _index,
+            _error_code,
+            _base_offset,
+            _log_append_time_ms,
+            _log_start_offset,
+            _record_errors,
+            _error_message,
+            _current_leader,
+            _unknown,
         )
 
 
@@ -283,9 +305,7 @@ class TopicProduceResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            name=_name, partition_responses=_partition_responses, unknown_tagged_fields=_unknown
-        )
+        return cls(_name, _partition_responses, _unknown)
 
 
 @dataclass(slots=True)
@@ -349,9 +369,7 @@ class NodeEndpoint:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            node_id=_node_id, host=_host, port=_port, rack=_rack, unknown_tagged_fields=_unknown
-        )
+        return cls(_node_id, _host, _port, _rack, _unknown)
 
 
 @dataclass(slots=True)
@@ -384,13 +402,13 @@ class ProduceResponse:
         if version >= 1:
             w.int32(self.throttle_time_ms)
         if flexible:
-            tagged = list(self.unknown_tagged_fields)
+            tagged = self.unknown_tagged_fields
             if version >= 10 and self.node_endpoints != []:
                 _tw = Writer()
                 _tw.unsigned_varint(len(self.node_endpoints) + 1)
                 for _item_node_endpoints in self.node_endpoints:
                     _item_node_endpoints.write(_tw, version)
-                tagged.append((0, _tw.getvalue()))
+                tagged = [*tagged, (0, _tw.getvalue())]
             w.tagged_fields(tagged)
         if not (version >= 10) and self.node_endpoints != []:
             raise UnsupportedVersionError(
@@ -433,12 +451,7 @@ class ProduceResponse:
                     _tr.expect_end()
                 else:
                     _unknown.append((_tag, _tr.rest()))
-        return cls(
-            responses=_responses,
-            throttle_time_ms=_throttle_time_ms,
-            node_endpoints=_node_endpoints,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_responses, _throttle_time_ms, _node_endpoints, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()
@@ -454,7 +467,6 @@ class ProduceResponse:
         return value
 
 
-_DEFAULT_LeaderIdAndEpoch = LeaderIdAndEpoch()
 BatchIndexAndErrorMessage.FIELDS = (
     FieldSpec("batch_index", "int32", False, None, (8, 32767), None, None, False),
     FieldSpec(

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_PushTelemetryRequest_v0 = Struct(">i?b")
 
 
 @dataclass(slots=True)
@@ -33,9 +36,9 @@ class PushTelemetryRequest:
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"PushTelemetryRequest has no version {version}")
         w.uuid(self.client_instance_id)
-        w.int32(self.subscription_id)
-        w.boolean(self.terminating)
-        w.int8(self.compression_type)
+        w.pack(
+            _PushTelemetryRequest_v0, self.subscription_id, self.terminating, self.compression_type
+        )
         w.compact_bytes(self.metrics)
         w.tagged_fields(self.unknown_tagged_fields)
 
@@ -46,11 +49,9 @@ class PushTelemetryRequest:
         _client_instance_id: uuid.UUID
         _client_instance_id = r.uuid()
         _subscription_id: int
-        _subscription_id = r.int32()
         _terminating: bool
-        _terminating = r.boolean()
         _compression_type: int
-        _compression_type = r.int8()
+        _subscription_id, _terminating, _compression_type = r.unpack(_PushTelemetryRequest_v0)
         _metrics: bytes
         _metrics = r.compact_bytes()
         _unknown: list[tuple[int, bytes]] = []
@@ -58,12 +59,12 @@ class PushTelemetryRequest:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            client_instance_id=_client_instance_id,
-            subscription_id=_subscription_id,
-            terminating=_terminating,
-            compression_type=_compression_type,
-            metrics=_metrics,
-            unknown_tagged_fields=_unknown,
+            _client_instance_id,
+            _subscription_id,
+            _terminating,
+            _compression_type,
+            _metrics,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

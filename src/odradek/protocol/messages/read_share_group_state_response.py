@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_StateBatch_v0 = Struct(">qqbh")
+_PartitionResult_1_v0 = Struct(">ih")
+_PartitionResult_2_v0 = Struct(">iq")
 
 
 @dataclass(slots=True)
@@ -23,33 +28,27 @@ class StateBatch:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int64(self.first_offset)
-        w.int64(self.last_offset)
-        w.int8(self.delivery_state)
-        w.int16(self.delivery_count)
+        w.pack(
+            _StateBatch_v0,
+            self.first_offset,
+            self.last_offset,
+            self.delivery_state,
+            self.delivery_count,
+        )
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> StateBatch:
         _first_offset: int
-        _first_offset = r.int64()
         _last_offset: int
-        _last_offset = r.int64()
         _delivery_state: int
-        _delivery_state = r.int8()
         _delivery_count: int
-        _delivery_count = r.int16()
+        _first_offset, _last_offset, _delivery_state, _delivery_count = r.unpack(_StateBatch_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            first_offset=_first_offset,
-            last_offset=_last_offset,
-            delivery_state=_delivery_state,
-            delivery_count=_delivery_count,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_first_offset, _last_offset, _delivery_state, _delivery_count, _unknown)
 
 
 @dataclass(slots=True)
@@ -65,11 +64,9 @@ class PartitionResult:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition)
-        w.int16(self.error_code)
+        w.pack(_PartitionResult_1_v0, self.partition, self.error_code)
         w.compact_nullable_string(self.error_message)
-        w.int32(self.state_epoch)
-        w.int64(self.start_offset)
+        w.pack(_PartitionResult_2_v0, self.state_epoch, self.start_offset)
         w.unsigned_varint(len(self.state_batches) + 1)
         for _item_state_batches in self.state_batches:
             _item_state_batches.write(w, version)
@@ -78,15 +75,13 @@ class PartitionResult:
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionResult:
         _partition: int
-        _partition = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _partition, _error_code = r.unpack(_PartitionResult_1_v0)
         _error_message: str | None
         _error_message = r.compact_nullable_string()
         _state_epoch: int
-        _state_epoch = r.int32()
         _start_offset: int
-        _start_offset = r.int64()
+        _state_epoch, _start_offset = r.unpack(_PartitionResult_2_v0)
         _state_batches: list[StateBatch]
         _n_state_batches = r.compact_array_length()
         if _n_state_batches is None:
@@ -97,13 +92,13 @@ class PartitionResult:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition=_partition,
-            error_code=_error_code,
-            error_message=_error_message,
-            state_epoch=_state_epoch,
-            start_offset=_start_offset,
-            state_batches=_state_batches,
-            unknown_tagged_fields=_unknown,
+            _partition,
+            _error_code,
+            _error_message,
+            _state_epoch,
+            _start_offset,
+            _state_batches,
+            _unknown,
         )
 
 
@@ -135,7 +130,7 @@ class ReadStateResult:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -172,7 +167,7 @@ class ReadShareGroupStateResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(results=_results, unknown_tagged_fields=_unknown)
+        return cls(_results, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

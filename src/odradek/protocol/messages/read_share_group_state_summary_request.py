@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_PartitionData_v0 = Struct(">ii")
 
 
 @dataclass(slots=True)
@@ -21,21 +24,19 @@ class PartitionData:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition)
-        w.int32(self.leader_epoch)
+        w.pack(_PartitionData_v0, self.partition, self.leader_epoch)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionData:
         _partition: int
-        _partition = r.int32()
         _leader_epoch: int
-        _leader_epoch = r.int32()
+        _partition, _leader_epoch = r.unpack(_PartitionData_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(partition=_partition, leader_epoch=_leader_epoch, unknown_tagged_fields=_unknown)
+        return cls(_partition, _leader_epoch, _unknown)
 
 
 @dataclass(slots=True)
@@ -66,7 +67,7 @@ class ReadStateSummaryData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -109,7 +110,7 @@ class ReadShareGroupStateSummaryRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(group_id=_group_id, topics=_topics, unknown_tagged_fields=_unknown)
+        return cls(_group_id, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -49,12 +49,7 @@ class RemoveRaftVoterRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            cluster_id=_cluster_id,
-            voter_id=_voter_id,
-            voter_directory_id=_voter_directory_id,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_cluster_id, _voter_id, _voter_directory_id, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_RemoveRaftVoterResponse_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -29,8 +32,7 @@ class RemoveRaftVoterResponse:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"RemoveRaftVoterResponse has no version {version}")
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+        w.pack(_RemoveRaftVoterResponse_v0, self.throttle_time_ms, self.error_code)
         w.compact_nullable_string(self.error_message)
         w.tagged_fields(self.unknown_tagged_fields)
 
@@ -39,21 +41,15 @@ class RemoveRaftVoterResponse:
         if not 0 <= version <= 0:
             raise DecodeError(f"RemoveRaftVoterResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _throttle_time_ms, _error_code = r.unpack(_RemoveRaftVoterResponse_v0)
         _error_message: str | None
         _error_message = r.compact_nullable_string()
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            error_message=_error_message,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _error_message, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -54,7 +54,7 @@ class RenewDelegationTokenRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(hmac=_hmac, renew_period_ms=_renew_period_ms, unknown_tagged_fields=_unknown)
+        return cls(_hmac, _renew_period_ms, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

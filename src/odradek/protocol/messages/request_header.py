@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_RequestHeader_v0 = Struct(">hhi")
 
 
 @dataclass(slots=True)
@@ -30,9 +33,9 @@ class RequestHeader:
         if not 0 <= version <= 2:
             raise UnsupportedVersionError(f"RequestHeader has no version {version}")
         flexible = version >= 2
-        w.int16(self.request_api_key)
-        w.int16(self.request_api_version)
-        w.int32(self.correlation_id)
+        w.pack(
+            _RequestHeader_v0, self.request_api_key, self.request_api_version, self.correlation_id
+        )
         if version >= 1:
             w.nullable_string(self.client_id)
         if flexible:
@@ -44,11 +47,9 @@ class RequestHeader:
             raise DecodeError(f"RequestHeader has no version {version}")
         flexible = version >= 2
         _request_api_key: int
-        _request_api_key = r.int16()
         _request_api_version: int
-        _request_api_version = r.int16()
         _correlation_id: int
-        _correlation_id = r.int32()
+        _request_api_key, _request_api_version, _correlation_id = r.unpack(_RequestHeader_v0)
         _client_id: str | None
         if version >= 1:
             _client_id = r.nullable_string()
@@ -59,13 +60,7 @@ class RequestHeader:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            request_api_key=_request_api_key,
-            request_api_version=_request_api_version,
-            correlation_id=_correlation_id,
-            client_id=_client_id,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_request_api_key, _request_api_version, _correlation_id, _client_id, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -43,7 +43,7 @@ class ResponseHeader:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(correlation_id=_correlation_id, unknown_tagged_fields=_unknown)
+        return cls(_correlation_id, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -50,7 +50,7 @@ class SaslAuthenticateRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(auth_bytes=_auth_bytes, unknown_tagged_fields=_unknown)
+        return cls(_auth_bytes, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

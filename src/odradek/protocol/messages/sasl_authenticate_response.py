@@ -72,13 +72,7 @@ class SaslAuthenticateResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            error_code=_error_code,
-            error_message=_error_message,
-            auth_bytes=_auth_bytes,
-            session_lifetime_ms=_session_lifetime_ms,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_error_code, _error_message, _auth_bytes, _session_lifetime_ms, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

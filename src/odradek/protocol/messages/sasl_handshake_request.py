@@ -34,7 +34,7 @@ class SaslHandshakeRequest:
             raise DecodeError(f"SaslHandshakeRequest has no version {version}")
         _mechanism: str
         _mechanism = r.string()
-        return cls(mechanism=_mechanism)
+        return cls(_mechanism)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -43,7 +43,7 @@ class SaslHandshakeResponse:
         if _n_mechanisms is None:
             raise DecodeError("SaslHandshakeResponse.mechanisms: null array")
         _mechanisms = [r.string() for _ in range(_n_mechanisms)]
-        return cls(error_code=_error_code, mechanisms=_mechanisms)
+        return cls(_error_code, _mechanisms)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_AcknowledgementBatch_v0 = Struct(">qq")
 
 
 @dataclass(slots=True)
@@ -22,8 +25,7 @@ class AcknowledgementBatch:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int64(self.first_offset)
-        w.int64(self.last_offset)
+        w.pack(_AcknowledgementBatch_v0, self.first_offset, self.last_offset)
         w.unsigned_varint(len(self.acknowledge_types) + 1)
         for _item_acknowledge_types in self.acknowledge_types:
             w.int8(_item_acknowledge_types)
@@ -32,9 +34,8 @@ class AcknowledgementBatch:
     @classmethod
     def read(cls, r: Reader, version: int) -> AcknowledgementBatch:
         _first_offset: int
-        _first_offset = r.int64()
         _last_offset: int
-        _last_offset = r.int64()
+        _first_offset, _last_offset = r.unpack(_AcknowledgementBatch_v0)
         _acknowledge_types: list[int]
         _n_acknowledge_types = r.compact_array_length()
         if _n_acknowledge_types is None:
@@ -44,12 +45,7 @@ class AcknowledgementBatch:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            first_offset=_first_offset,
-            last_offset=_last_offset,
-            acknowledge_types=_acknowledge_types,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_first_offset, _last_offset, _acknowledge_types, _unknown)
 
 
 @dataclass(slots=True)
@@ -82,11 +78,7 @@ class AcknowledgePartition:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition_index=_partition_index,
-            acknowledgement_batches=_acknowledgement_batches,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_partition_index, _acknowledgement_batches, _unknown)
 
 
 @dataclass(slots=True)
@@ -117,7 +109,7 @@ class AcknowledgeTopic:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -166,13 +158,7 @@ class ShareAcknowledgeRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            group_id=_group_id,
-            member_id=_member_id,
-            share_session_epoch=_share_session_epoch,
-            topics=_topics,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_group_id, _member_id, _share_session_epoch, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_LeaderIdAndEpoch_v0 = Struct(">ii")
+_PartitionData_v0 = Struct(">ih")
+_ShareAcknowledgeResponse_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -21,21 +26,19 @@ class LeaderIdAndEpoch:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.leader_id)
-        w.int32(self.leader_epoch)
+        w.pack(_LeaderIdAndEpoch_v0, self.leader_id, self.leader_epoch)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> LeaderIdAndEpoch:
         _leader_id: int
-        _leader_id = r.int32()
         _leader_epoch: int
-        _leader_epoch = r.int32()
+        _leader_id, _leader_epoch = r.unpack(_LeaderIdAndEpoch_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(leader_id=_leader_id, leader_epoch=_leader_epoch, unknown_tagged_fields=_unknown)
+        return cls(_leader_id, _leader_epoch, _unknown)
 
 
 @dataclass(slots=True)
@@ -49,8 +52,7 @@ class PartitionData:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition_index)
-        w.int16(self.error_code)
+        w.pack(_PartitionData_v0, self.partition_index, self.error_code)
         w.compact_nullable_string(self.error_message)
         self.current_leader.write(w, version)
         w.tagged_fields(self.unknown_tagged_fields)
@@ -58,9 +60,8 @@ class PartitionData:
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionData:
         _partition_index: int
-        _partition_index = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _partition_index, _error_code = r.unpack(_PartitionData_v0)
         _error_message: str | None
         _error_message = r.compact_nullable_string()
         _current_leader: LeaderIdAndEpoch
@@ -69,13 +70,7 @@ class PartitionData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition_index=_partition_index,
-            error_code=_error_code,
-            error_message=_error_message,
-            current_leader=_current_leader,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_partition_index, _error_code, _error_message, _current_leader, _unknown)
 
 
 @dataclass(slots=True)
@@ -106,7 +101,7 @@ class ShareAcknowledgeTopicResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -140,9 +135,7 @@ class NodeEndpoint:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            node_id=_node_id, host=_host, port=_port, rack=_rack, unknown_tagged_fields=_unknown
-        )
+        return cls(_node_id, _host, _port, _rack, _unknown)
 
 
 @dataclass(slots=True)
@@ -165,8 +158,7 @@ class ShareAcknowledgeResponse:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"ShareAcknowledgeResponse has no version {version}")
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+        w.pack(_ShareAcknowledgeResponse_v0, self.throttle_time_ms, self.error_code)
         w.compact_nullable_string(self.error_message)
         w.unsigned_varint(len(self.responses) + 1)
         for _item_responses in self.responses:
@@ -181,9 +173,8 @@ class ShareAcknowledgeResponse:
         if not 0 <= version <= 0:
             raise DecodeError(f"ShareAcknowledgeResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _throttle_time_ms, _error_code = r.unpack(_ShareAcknowledgeResponse_v0)
         _error_message: str | None
         _error_message = r.compact_nullable_string()
         _responses: list[ShareAcknowledgeTopicResponse]
@@ -201,12 +192,7 @@ class ShareAcknowledgeResponse:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            error_message=_error_message,
-            responses=_responses,
-            node_endpoints=_node_endpoints,
-            unknown_tagged_fields=_unknown,
+            _throttle_time_ms, _error_code, _error_message, _responses, _node_endpoints, _unknown
         )
 
     def encode(self, version: int) -> bytes:

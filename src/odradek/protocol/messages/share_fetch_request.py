@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_AcknowledgementBatch_v0 = Struct(">qq")
+_FetchPartition_v0 = Struct(">ii")
+_ShareFetchRequest_v0 = Struct(">iiii")
 
 
 @dataclass(slots=True)
@@ -22,8 +27,7 @@ class AcknowledgementBatch:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int64(self.first_offset)
-        w.int64(self.last_offset)
+        w.pack(_AcknowledgementBatch_v0, self.first_offset, self.last_offset)
         w.unsigned_varint(len(self.acknowledge_types) + 1)
         for _item_acknowledge_types in self.acknowledge_types:
             w.int8(_item_acknowledge_types)
@@ -32,9 +36,8 @@ class AcknowledgementBatch:
     @classmethod
     def read(cls, r: Reader, version: int) -> AcknowledgementBatch:
         _first_offset: int
-        _first_offset = r.int64()
         _last_offset: int
-        _last_offset = r.int64()
+        _first_offset, _last_offset = r.unpack(_AcknowledgementBatch_v0)
         _acknowledge_types: list[int]
         _n_acknowledge_types = r.compact_array_length()
         if _n_acknowledge_types is None:
@@ -44,12 +47,7 @@ class AcknowledgementBatch:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            first_offset=_first_offset,
-            last_offset=_last_offset,
-            acknowledge_types=_acknowledge_types,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_first_offset, _last_offset, _acknowledge_types, _unknown)
 
 
 @dataclass(slots=True)
@@ -62,8 +60,7 @@ class FetchPartition:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition_index)
-        w.int32(self.partition_max_bytes)
+        w.pack(_FetchPartition_v0, self.partition_index, self.partition_max_bytes)
         w.unsigned_varint(len(self.acknowledgement_batches) + 1)
         for _item_acknowledgement_batches in self.acknowledgement_batches:
             _item_acknowledgement_batches.write(w, version)
@@ -72,9 +69,8 @@ class FetchPartition:
     @classmethod
     def read(cls, r: Reader, version: int) -> FetchPartition:
         _partition_index: int
-        _partition_index = r.int32()
         _partition_max_bytes: int
-        _partition_max_bytes = r.int32()
+        _partition_index, _partition_max_bytes = r.unpack(_FetchPartition_v0)
         _acknowledgement_batches: list[AcknowledgementBatch]
         _n_acknowledgement_batches = r.compact_array_length()
         if _n_acknowledgement_batches is None:
@@ -86,12 +82,7 @@ class FetchPartition:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition_index=_partition_index,
-            partition_max_bytes=_partition_max_bytes,
-            acknowledgement_batches=_acknowledgement_batches,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_partition_index, _partition_max_bytes, _acknowledgement_batches, _unknown)
 
 
 @dataclass(slots=True)
@@ -122,7 +113,7 @@ class FetchTopic:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -153,7 +144,7 @@ class ForgottenTopic:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -181,10 +172,13 @@ class ShareFetchRequest:
             raise UnsupportedVersionError(f"ShareFetchRequest has no version {version}")
         w.compact_nullable_string(self.group_id)
         w.compact_nullable_string(self.member_id)
-        w.int32(self.share_session_epoch)
-        w.int32(self.max_wait_ms)
-        w.int32(self.min_bytes)
-        w.int32(self.max_bytes)
+        w.pack(
+            _ShareFetchRequest_v0,
+            self.share_session_epoch,
+            self.max_wait_ms,
+            self.min_bytes,
+            self.max_bytes,
+        )
         w.unsigned_varint(len(self.topics) + 1)
         for _item_topics in self.topics:
             _item_topics.write(w, version)
@@ -202,13 +196,10 @@ class ShareFetchRequest:
         _member_id: str | None
         _member_id = r.compact_nullable_string()
         _share_session_epoch: int
-        _share_session_epoch = r.int32()
         _max_wait_ms: int
-        _max_wait_ms = r.int32()
         _min_bytes: int
-        _min_bytes = r.int32()
         _max_bytes: int
-        _max_bytes = r.int32()
+        _share_session_epoch, _max_wait_ms, _min_bytes, _max_bytes = r.unpack(_ShareFetchRequest_v0)
         _topics: list[FetchTopic]
         _n_topics = r.compact_array_length()
         if _n_topics is None:
@@ -226,15 +217,15 @@ class ShareFetchRequest:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            group_id=_group_id,
-            member_id=_member_id,
-            share_session_epoch=_share_session_epoch,
-            max_wait_ms=_max_wait_ms,
-            min_bytes=_min_bytes,
-            max_bytes=_max_bytes,
-            topics=_topics,
-            forgotten_topics_data=_forgotten_topics_data,
-            unknown_tagged_fields=_unknown,
+            _group_id,
+            _member_id,
+            _share_session_epoch,
+            _max_wait_ms,
+            _min_bytes,
+            _max_bytes,
+            _topics,
+            _forgotten_topics_data,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

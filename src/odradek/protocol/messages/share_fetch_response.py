@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Records, Writer
 from odradek.protocol.schema import FieldSpec
+
+_LeaderIdAndEpoch_v0 = Struct(">ii")
+_AcquiredRecords_v0 = Struct(">qqh")
+_PartitionData_v0 = Struct(">ih")
+_ShareFetchResponse_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -21,21 +27,19 @@ class LeaderIdAndEpoch:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.leader_id)
-        w.int32(self.leader_epoch)
+        w.pack(_LeaderIdAndEpoch_v0, self.leader_id, self.leader_epoch)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> LeaderIdAndEpoch:
         _leader_id: int
-        _leader_id = r.int32()
         _leader_epoch: int
-        _leader_epoch = r.int32()
+        _leader_id, _leader_epoch = r.unpack(_LeaderIdAndEpoch_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(leader_id=_leader_id, leader_epoch=_leader_epoch, unknown_tagged_fields=_unknown)
+        return cls(_leader_id, _leader_epoch, _unknown)
 
 
 @dataclass(slots=True)
@@ -48,29 +52,20 @@ class AcquiredRecords:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int64(self.first_offset)
-        w.int64(self.last_offset)
-        w.int16(self.delivery_count)
+        w.pack(_AcquiredRecords_v0, self.first_offset, self.last_offset, self.delivery_count)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> AcquiredRecords:
         _first_offset: int
-        _first_offset = r.int64()
         _last_offset: int
-        _last_offset = r.int64()
         _delivery_count: int
-        _delivery_count = r.int16()
+        _first_offset, _last_offset, _delivery_count = r.unpack(_AcquiredRecords_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            first_offset=_first_offset,
-            last_offset=_last_offset,
-            delivery_count=_delivery_count,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_first_offset, _last_offset, _delivery_count, _unknown)
 
 
 @dataclass(slots=True)
@@ -88,8 +83,7 @@ class PartitionData:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition_index)
-        w.int16(self.error_code)
+        w.pack(_PartitionData_v0, self.partition_index, self.error_code)
         w.compact_nullable_string(self.error_message)
         w.int16(self.acknowledge_error_code)
         w.compact_nullable_string(self.acknowledge_error_message)
@@ -103,9 +97,8 @@ class PartitionData:
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionData:
         _partition_index: int
-        _partition_index = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _partition_index, _error_code = r.unpack(_PartitionData_v0)
         _error_message: str | None
         _error_message = r.compact_nullable_string()
         _acknowledge_error_code: int
@@ -126,15 +119,15 @@ class PartitionData:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition_index=_partition_index,
-            error_code=_error_code,
-            error_message=_error_message,
-            acknowledge_error_code=_acknowledge_error_code,
-            acknowledge_error_message=_acknowledge_error_message,
-            current_leader=_current_leader,
-            records=_records,
-            acquired_records=_acquired_records,
-            unknown_tagged_fields=_unknown,
+            _partition_index,
+            _error_code,
+            _error_message,
+            _acknowledge_error_code,
+            _acknowledge_error_message,
+            _current_leader,
+            _records,
+            _acquired_records,
+            _unknown,
         )
 
 
@@ -166,7 +159,7 @@ class ShareFetchableTopicResponse:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -200,9 +193,7 @@ class NodeEndpoint:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            node_id=_node_id, host=_host, port=_port, rack=_rack, unknown_tagged_fields=_unknown
-        )
+        return cls(_node_id, _host, _port, _rack, _unknown)
 
 
 @dataclass(slots=True)
@@ -225,8 +216,7 @@ class ShareFetchResponse:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"ShareFetchResponse has no version {version}")
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+        w.pack(_ShareFetchResponse_v0, self.throttle_time_ms, self.error_code)
         w.compact_nullable_string(self.error_message)
         w.unsigned_varint(len(self.responses) + 1)
         for _item_responses in self.responses:
@@ -241,9 +231,8 @@ class ShareFetchResponse:
         if not 0 <= version <= 0:
             raise DecodeError(f"ShareFetchResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _throttle_time_ms, _error_code = r.unpack(_ShareFetchResponse_v0)
         _error_message: str | None
         _error_message = r.compact_nullable_string()
         _responses: list[ShareFetchableTopicResponse]
@@ -261,12 +250,7 @@ class ShareFetchResponse:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            error_message=_error_message,
-            responses=_responses,
-            node_endpoints=_node_endpoints,
-            unknown_tagged_fields=_unknown,
+            _throttle_time_ms, _error_code, _error_message, _responses, _node_endpoints, _unknown
         )
 
     def encode(self, version: int) -> bytes:

@@ -49,11 +49,7 @@ class ShareGroupDescribeRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            group_ids=_group_ids,
-            include_authorized_operations=_include_authorized_operations,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_group_ids, _include_authorized_operations, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -66,12 +66,7 @@ class ShareGroupHeartbeatRequest:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            group_id=_group_id,
-            member_id=_member_id,
-            member_epoch=_member_epoch,
-            rack_id=_rack_id,
-            subscribed_topic_names=_subscribed_topic_names,
-            unknown_tagged_fields=_unknown,
+            _group_id, _member_id, _member_epoch, _rack_id, _subscribed_topic_names, _unknown
         )
 
     def encode(self, version: int) -> bytes:

@@ -39,7 +39,7 @@ class SnapshotFooterRecord:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(version=_version, unknown_tagged_fields=_unknown)
+        return cls(_version, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

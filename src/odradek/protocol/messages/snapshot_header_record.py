@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_SnapshotHeaderRecord_v0 = Struct(">hq")
 
 
 @dataclass(slots=True)
@@ -27,8 +30,7 @@ class SnapshotHeaderRecord:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"SnapshotHeaderRecord has no version {version}")
-        w.int16(self.version)
-        w.int64(self.last_contained_log_timestamp)
+        w.pack(_SnapshotHeaderRecord_v0, self.version, self.last_contained_log_timestamp)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
@@ -36,18 +38,13 @@ class SnapshotHeaderRecord:
         if not 0 <= version <= 0:
             raise DecodeError(f"SnapshotHeaderRecord has no version {version}")
         _version: int
-        _version = r.int16()
         _last_contained_log_timestamp: int
-        _last_contained_log_timestamp = r.int64()
+        _version, _last_contained_log_timestamp = r.unpack(_SnapshotHeaderRecord_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            version=_version,
-            last_contained_log_timestamp=_last_contained_log_timestamp,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_version, _last_contained_log_timestamp, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_StopReplicaPartitionState_v3 = Struct(">ii?")
+_StopReplicaRequest_v4 = Struct(">i?iq")
+_StopReplicaRequest_v3 = Struct(">iiq")
+_StopReplicaRequest_v1 = Struct(">iiq?")
+_StopReplicaRequest_v0 = Struct(">ii?")
 
 
 @dataclass(slots=True)
@@ -54,9 +61,7 @@ class StopReplicaPartitionV0:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topic_name=_topic_name, partition_index=_partition_index, unknown_tagged_fields=_unknown
-        )
+        return cls(_topic_name, _partition_index, _unknown)
 
 
 @dataclass(slots=True)
@@ -124,7 +129,7 @@ class StopReplicaTopicV1:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partition_indexes=_partition_indexes, unknown_tagged_fields=_unknown)
+        return cls(_name, _partition_indexes, _unknown)
 
 
 @dataclass(slots=True)
@@ -139,23 +144,25 @@ class StopReplicaPartitionState:
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 2
         if version >= 3:
-            w.int32(self.partition_index)
-        elif self.partition_index != 0:
-            raise UnsupportedVersionError(
-                f"StopReplicaPartitionState.partition_index cannot be sent in version {version}"
+            w.pack(
+                _StopReplicaPartitionState_v3,
+                self.partition_index,
+                self.leader_epoch,
+                self.delete_partition,
             )
-        if version >= 3:
-            w.int32(self.leader_epoch)
-        elif self.leader_epoch != -1:
-            raise UnsupportedVersionError(
-                f"StopReplicaPartitionState.leader_epoch cannot be sent in version {version}"
-            )
-        if version >= 3:
-            w.boolean(self.delete_partition)
-        elif self.delete_partition != False:
-            raise UnsupportedVersionError(
-                f"StopReplicaPartitionState.delete_partition cannot be sent in version {version}"
-            )
+        else:
+            if self.partition_index != 0:
+                raise UnsupportedVersionError(
+                    f"StopReplicaPartitionState.partition_index cannot be sent in version {version}"
+                )
+            if self.leader_epoch != -1:
+                raise UnsupportedVersionError(
+                    f"StopReplicaPartitionState.leader_epoch cannot be sent in version {version}"
+                )
+            if self.delete_partition != False:
+                raise UnsupportedVersionError(
+                    f"StopReplicaPartitionState.delete_partition cannot be sent in version {version}"
+                )
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -163,31 +170,22 @@ class StopReplicaPartitionState:
     def read(cls, r: Reader, version: int) -> StopReplicaPartitionState:
         flexible = version >= 2
         _partition_index: int
-        if version >= 3:
-            _partition_index = r.int32()
-        else:
-            _partition_index = 0
         _leader_epoch: int
-        if version >= 3:
-            _leader_epoch = r.int32()
-        else:
-            _leader_epoch = -1
         _delete_partition: bool
         if version >= 3:
-            _delete_partition = r.boolean()
+            _partition_index, _leader_epoch, _delete_partition = r.unpack(
+                _StopReplicaPartitionState_v3
+            )
         else:
+            _partition_index = 0
+            _leader_epoch = -1
             _delete_partition = False
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition_index=_partition_index,
-            leader_epoch=_leader_epoch,
-            delete_partition=_delete_partition,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_partition_index, _leader_epoch, _delete_partition, _unknown)
 
 
 @dataclass(slots=True)
@@ -240,11 +238,7 @@ class StopReplicaTopicState:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topic_name=_topic_name,
-            partition_states=_partition_states,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_topic_name, _partition_states, _unknown)
 
 
 @dataclass(slots=True)
@@ -271,21 +265,65 @@ class StopReplicaRequest:
         if not 0 <= version <= 4:
             raise UnsupportedVersionError(f"StopReplicaRequest has no version {version}")
         flexible = version >= 2
-        w.int32(self.controller_id)
         if version >= 4:
-            w.boolean(self.is_k_raft_controller)
-        elif self.is_k_raft_controller != False:
-            raise UnsupportedVersionError(
-                f"StopReplicaRequest.is_k_raft_controller cannot be sent in version {version}"
+            if self.delete_partitions != False:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.controller_id)
+                w.boolean(self.is_k_raft_controller)
+                w.int32(self.controller_epoch)
+                w.int64(self.broker_epoch)
+                raise UnsupportedVersionError(
+                    f"StopReplicaRequest.delete_partitions cannot be sent in version {version}"
+                )
+            w.pack(
+                _StopReplicaRequest_v4,
+                self.controller_id,
+                self.is_k_raft_controller,
+                self.controller_epoch,
+                self.broker_epoch,
             )
-        w.int32(self.controller_epoch)
-        if version >= 1:
-            w.int64(self.broker_epoch)
-        if version <= 2:
-            w.boolean(self.delete_partitions)
-        elif self.delete_partitions != False:
-            raise UnsupportedVersionError(
-                f"StopReplicaRequest.delete_partitions cannot be sent in version {version}"
+        elif version >= 3:
+            if self.is_k_raft_controller != False or self.delete_partitions != False:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.controller_id)
+                if self.is_k_raft_controller != False:
+                    raise UnsupportedVersionError(
+                        f"StopReplicaRequest.is_k_raft_controller cannot be sent in version {version}"
+                    )
+                w.int32(self.controller_epoch)
+                w.int64(self.broker_epoch)
+                raise UnsupportedVersionError(
+                    f"StopReplicaRequest.delete_partitions cannot be sent in version {version}"
+                )
+            w.pack(
+                _StopReplicaRequest_v3, self.controller_id, self.controller_epoch, self.broker_epoch
+            )
+        elif version >= 1:
+            if self.is_k_raft_controller != False:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.controller_id)
+                raise UnsupportedVersionError(
+                    f"StopReplicaRequest.is_k_raft_controller cannot be sent in version {version}"
+                )
+            w.pack(
+                _StopReplicaRequest_v1,
+                self.controller_id,
+                self.controller_epoch,
+                self.broker_epoch,
+                self.delete_partitions,
+            )
+        else:
+            if self.is_k_raft_controller != False:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.controller_id)
+                raise UnsupportedVersionError(
+                    f"StopReplicaRequest.is_k_raft_controller cannot be sent in version {version}"
+                )
+            w.pack(
+                _StopReplicaRequest_v0,
+                self.controller_id,
+                self.controller_epoch,
+                self.delete_partitions,
             )
         if version <= 0:
             w.int32(len(self.ungrouped_partitions))
@@ -325,24 +363,28 @@ class StopReplicaRequest:
             raise DecodeError(f"StopReplicaRequest has no version {version}")
         flexible = version >= 2
         _controller_id: int
-        _controller_id = r.int32()
         _is_k_raft_controller: bool
-        if version >= 4:
-            _is_k_raft_controller = r.boolean()
-        else:
-            _is_k_raft_controller = False
         _controller_epoch: int
-        _controller_epoch = r.int32()
         _broker_epoch: int
-        if version >= 1:
-            _broker_epoch = r.int64()
-        else:
-            _broker_epoch = -1
         _delete_partitions: bool
-        if version <= 2:
-            _delete_partitions = r.boolean()
-        else:
+        if version >= 4:
+            _controller_id, _is_k_raft_controller, _controller_epoch, _broker_epoch = r.unpack(
+                _StopReplicaRequest_v4
+            )
             _delete_partitions = False
+        elif version >= 3:
+            _controller_id, _controller_epoch, _broker_epoch = r.unpack(_StopReplicaRequest_v3)
+            _is_k_raft_controller = False
+            _delete_partitions = False
+        elif version >= 1:
+            _controller_id, _controller_epoch, _broker_epoch, _delete_partitions = r.unpack(
+                _StopReplicaRequest_v1
+            )
+            _is_k_raft_controller = False
+        else:
+            _controller_id, _controller_epoch, _delete_partitions = r.unpack(_StopReplicaRequest_v0)
+            _is_k_raft_controller = False
+            _broker_epoch = -1
         _ungrouped_partitions: list[StopReplicaPartitionV0]
         if version <= 0:
             _n_ungrouped_partitions = r.array_length()
@@ -381,15 +423,15 @@ class StopReplicaRequest:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            controller_id=_controller_id,
-            is_k_raft_controller=_is_k_raft_controller,
-            controller_epoch=_controller_epoch,
-            broker_epoch=_broker_epoch,
-            delete_partitions=_delete_partitions,
-            ungrouped_partitions=_ungrouped_partitions,
-            topics=_topics,
-            topic_states=_topic_states,
-            unknown_tagged_fields=_unknown,
+            _controller_id,
+            _is_k_raft_controller,
+            _controller_epoch,
+            _broker_epoch,
+            _delete_partitions,
+            _ungrouped_partitions,
+            _topics,
+            _topic_states,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

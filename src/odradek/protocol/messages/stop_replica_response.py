@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_StopReplicaPartitionError_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -26,8 +29,7 @@ class StopReplicaPartitionError:
             w.compact_string(self.topic_name)
         else:
             w.string(self.topic_name)
-        w.int32(self.partition_index)
-        w.int16(self.error_code)
+        w.pack(_StopReplicaPartitionError_v0, self.partition_index, self.error_code)
         if flexible:
             w.tagged_fields(self.unknown_tagged_fields)
 
@@ -40,20 +42,14 @@ class StopReplicaPartitionError:
         else:
             _topic_name = r.string()
         _partition_index: int
-        _partition_index = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _partition_index, _error_code = r.unpack(_StopReplicaPartitionError_v0)
         _unknown: list[tuple[int, bytes]] = []
         if flexible:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topic_name=_topic_name,
-            partition_index=_partition_index,
-            error_code=_error_code,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_topic_name, _partition_index, _error_code, _unknown)
 
 
 @dataclass(slots=True)
@@ -113,11 +109,7 @@ class StopReplicaResponse:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            error_code=_error_code,
-            partition_errors=_partition_errors,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_error_code, _partition_errors, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

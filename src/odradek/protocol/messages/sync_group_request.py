@@ -50,7 +50,7 @@ class SyncGroupRequestAssignment:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(member_id=_member_id, assignment=_assignment, unknown_tagged_fields=_unknown)
+        return cls(_member_id, _assignment, _unknown)
 
 
 @dataclass(slots=True)
@@ -165,14 +165,14 @@ class SyncGroupRequest:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            group_id=_group_id,
-            generation_id=_generation_id,
-            member_id=_member_id,
-            group_instance_id=_group_instance_id,
-            protocol_type=_protocol_type,
-            protocol_name=_protocol_name,
-            assignments=_assignments,
-            unknown_tagged_fields=_unknown,
+            _group_id,
+            _generation_id,
+            _member_id,
+            _group_instance_id,
+            _protocol_type,
+            _protocol_name,
+            _assignments,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

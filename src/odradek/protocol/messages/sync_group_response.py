@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_SyncGroupResponse_v1 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -33,8 +36,9 @@ class SyncGroupResponse:
             raise UnsupportedVersionError(f"SyncGroupResponse has no version {version}")
         flexible = version >= 4
         if version >= 1:
-            w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
+            w.pack(_SyncGroupResponse_v1, self.throttle_time_ms, self.error_code)
+        else:
+            w.int16(self.error_code)
         if version >= 5:
             w.compact_nullable_string(self.protocol_type)
         if version >= 5:
@@ -52,12 +56,12 @@ class SyncGroupResponse:
             raise DecodeError(f"SyncGroupResponse has no version {version}")
         flexible = version >= 4
         _throttle_time_ms: int
-        if version >= 1:
-            _throttle_time_ms = r.int32()
-        else:
-            _throttle_time_ms = 0
         _error_code: int
-        _error_code = r.int16()
+        if version >= 1:
+            _throttle_time_ms, _error_code = r.unpack(_SyncGroupResponse_v1)
+        else:
+            _error_code = r.int16()
+            _throttle_time_ms = 0
         _protocol_type: str | None
         if version >= 5:
             _protocol_type = r.compact_nullable_string()
@@ -79,12 +83,7 @@ class SyncGroupResponse:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            protocol_type=_protocol_type,
-            protocol_name=_protocol_name,
-            assignment=_assignment,
-            unknown_tagged_fields=_unknown,
+            _throttle_time_ms, _error_code, _protocol_type, _protocol_name, _assignment, _unknown
         )
 
     def encode(self, version: int) -> bytes:

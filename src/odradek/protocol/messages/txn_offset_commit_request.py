@@ -4,11 +4,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_TxnOffsetCommitRequestPartition_v2 = Struct(">iqi")
+_TxnOffsetCommitRequestPartition_v0 = Struct(">iq")
+_TxnOffsetCommitRequest_v3 = Struct(">qhi")
+_TxnOffsetCommitRequest_v0 = Struct(">qh")
 
 
 @dataclass(slots=True)
@@ -23,10 +29,15 @@ class TxnOffsetCommitRequestPartition:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 3
-        w.int32(self.partition_index)
-        w.int64(self.committed_offset)
         if version >= 2:
-            w.int32(self.committed_leader_epoch)
+            w.pack(
+                _TxnOffsetCommitRequestPartition_v2,
+                self.partition_index,
+                self.committed_offset,
+                self.committed_leader_epoch,
+            )
+        else:
+            w.pack(_TxnOffsetCommitRequestPartition_v0, self.partition_index, self.committed_offset)
         if flexible:
             w.compact_nullable_string(self.committed_metadata)
         else:
@@ -38,13 +49,14 @@ class TxnOffsetCommitRequestPartition:
     def read(cls, r: Reader, version: int) -> TxnOffsetCommitRequestPartition:
         flexible = version >= 3
         _partition_index: int
-        _partition_index = r.int32()
         _committed_offset: int
-        _committed_offset = r.int64()
         _committed_leader_epoch: int
         if version >= 2:
-            _committed_leader_epoch = r.int32()
+            _partition_index, _committed_offset, _committed_leader_epoch = r.unpack(
+                _TxnOffsetCommitRequestPartition_v2
+            )
         else:
+            _partition_index, _committed_offset = r.unpack(_TxnOffsetCommitRequestPartition_v0)
             _committed_leader_epoch = -1
         _committed_metadata: str | None
         if flexible:
@@ -57,11 +69,11 @@ class TxnOffsetCommitRequestPartition:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition_index=_partition_index,
-            committed_offset=_committed_offset,
-            committed_leader_epoch=_committed_leader_epoch,
-            committed_metadata=_committed_metadata,
-            unknown_tagged_fields=_unknown,
+            _partition_index,
+            _committed_offset,
+            _committed_leader_epoch,
+            _committed_metadata,
+            _unknown,
         )
 
 
@@ -118,7 +130,7 @@ class TxnOffsetCommitRequestTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -153,14 +165,22 @@ class TxnOffsetCommitRequest:
             w.compact_string(self.group_id)
         else:
             w.string(self.group_id)
-        w.int64(self.producer_id)
-        w.int16(self.producer_epoch)
         if version >= 3:
-            w.int32(self.generation_id)
-        elif self.generation_id != -1:
-            raise UnsupportedVersionError(
-                f"TxnOffsetCommitRequest.generation_id cannot be sent in version {version}"
+            w.pack(
+                _TxnOffsetCommitRequest_v3,
+                self.producer_id,
+                self.producer_epoch,
+                self.generation_id,
             )
+        else:
+            if self.generation_id != -1:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int64(self.producer_id)
+                w.int16(self.producer_epoch)
+                raise UnsupportedVersionError(
+                    f"TxnOffsetCommitRequest.generation_id cannot be sent in version {version}"
+                )
+            w.pack(_TxnOffsetCommitRequest_v0, self.producer_id, self.producer_epoch)
         if version >= 3:
             w.compact_string(self.member_id)
         elif self.member_id != "":
@@ -200,13 +220,12 @@ class TxnOffsetCommitRequest:
         else:
             _group_id = r.string()
         _producer_id: int
-        _producer_id = r.int64()
         _producer_epoch: int
-        _producer_epoch = r.int16()
         _generation_id: int
         if version >= 3:
-            _generation_id = r.int32()
+            _producer_id, _producer_epoch, _generation_id = r.unpack(_TxnOffsetCommitRequest_v3)
         else:
+            _producer_id, _producer_epoch = r.unpack(_TxnOffsetCommitRequest_v0)
             _generation_id = -1
         _member_id: str
         if version >= 3:
@@ -235,15 +254,15 @@ class TxnOffsetCommitRequest:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            transactional_id=_transactional_id,
-            group_id=_group_id,
-            producer_id=_producer_id,
-            producer_epoch=_producer_epoch,
-            generation_id=_generation_id,
-            member_id=_member_id,
-            group_instance_id=_group_instance_id,
-            topics=_topics,
-            unknown_tagged_fields=_unknown,
+            _transactional_id,
+            _group_id,
+            _producer_id,
+            _producer_epoch,
+            _generation_id,
+            _member_id,
+            _group_instance_id,
+            _topics,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

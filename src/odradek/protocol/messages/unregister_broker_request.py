@@ -40,7 +40,7 @@ class UnregisterBrokerRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(broker_id=_broker_id, unknown_tagged_fields=_unknown)
+        return cls(_broker_id, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

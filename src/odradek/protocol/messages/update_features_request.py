@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_FeatureUpdateKey_v1 = Struct(">hb")
+_FeatureUpdateKey_v0 = Struct(">h?")
 
 
 @dataclass(slots=True)
@@ -23,19 +27,23 @@ class FeatureUpdateKey:
 
     def write(self, w: Writer, version: int) -> None:
         w.compact_string(self.feature)
-        w.int16(self.max_version_level)
-        if version <= 0:
-            w.boolean(self.allow_downgrade)
-        elif self.allow_downgrade != False:
-            raise UnsupportedVersionError(
-                f"FeatureUpdateKey.allow_downgrade cannot be sent in version {version}"
-            )
         if version >= 1:
-            w.int8(self.upgrade_type)
-        elif self.upgrade_type != 1:
-            raise UnsupportedVersionError(
-                f"FeatureUpdateKey.upgrade_type cannot be sent in version {version}"
-            )
+            if self.allow_downgrade != False:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int16(self.max_version_level)
+                raise UnsupportedVersionError(
+                    f"FeatureUpdateKey.allow_downgrade cannot be sent in version {version}"
+                )
+            w.pack(_FeatureUpdateKey_v1, self.max_version_level, self.upgrade_type)
+        else:
+            if self.upgrade_type != 1:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int16(self.max_version_level)
+                w.boolean(self.allow_downgrade)
+                raise UnsupportedVersionError(
+                    f"FeatureUpdateKey.upgrade_type cannot be sent in version {version}"
+                )
+            w.pack(_FeatureUpdateKey_v0, self.max_version_level, self.allow_downgrade)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
@@ -43,28 +51,19 @@ class FeatureUpdateKey:
         _feature: str
         _feature = r.compact_string()
         _max_version_level: int
-        _max_version_level = r.int16()
         _allow_downgrade: bool
-        if version <= 0:
-            _allow_downgrade = r.boolean()
-        else:
-            _allow_downgrade = False
         _upgrade_type: int
         if version >= 1:
-            _upgrade_type = r.int8()
+            _max_version_level, _upgrade_type = r.unpack(_FeatureUpdateKey_v1)
+            _allow_downgrade = False
         else:
+            _max_version_level, _allow_downgrade = r.unpack(_FeatureUpdateKey_v0)
             _upgrade_type = 1
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            feature=_feature,
-            max_version_level=_max_version_level,
-            allow_downgrade=_allow_downgrade,
-            upgrade_type=_upgrade_type,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_feature, _max_version_level, _allow_downgrade, _upgrade_type, _unknown)
 
 
 @dataclass(slots=True)
@@ -117,12 +116,7 @@ class UpdateFeaturesRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            timeout_ms=_timeout_ms,
-            feature_updates=_feature_updates,
-            validate_only=_validate_only,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_timeout_ms, _feature_updates, _validate_only, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_UpdateMetadataPartitionState_v0 = Struct(">iiii")
+_UpdateMetadataRequest_v8 = Struct(">i?iq")
+_UpdateMetadataRequest_v5 = Struct(">iiq")
+_UpdateMetadataRequest_v0 = Struct(">ii")
 
 
 @dataclass(slots=True)
@@ -31,10 +37,13 @@ class UpdateMetadataPartitionState:
         flexible = version >= 6
         if version <= 4:
             w.string(self.topic_name)
-        w.int32(self.partition_index)
-        w.int32(self.controller_epoch)
-        w.int32(self.leader)
-        w.int32(self.leader_epoch)
+        w.pack(
+            _UpdateMetadataPartitionState_v0,
+            self.partition_index,
+            self.controller_epoch,
+            self.leader,
+            self.leader_epoch,
+        )
         if flexible:
             w.unsigned_varint(len(self.isr) + 1)
             for _item_isr in self.isr:
@@ -73,13 +82,12 @@ class UpdateMetadataPartitionState:
         else:
             _topic_name = ""
         _partition_index: int
-        _partition_index = r.int32()
         _controller_epoch: int
-        _controller_epoch = r.int32()
         _leader: int
-        _leader = r.int32()
         _leader_epoch: int
-        _leader_epoch = r.int32()
+        _partition_index, _controller_epoch, _leader, _leader_epoch = r.unpack(
+            _UpdateMetadataPartitionState_v0
+        )
         _isr: list[int]
         if flexible:
             _n_isr = r.compact_array_length()
@@ -124,16 +132,16 @@ class UpdateMetadataPartitionState:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            topic_name=_topic_name,
-            partition_index=_partition_index,
-            controller_epoch=_controller_epoch,
-            leader=_leader,
-            leader_epoch=_leader_epoch,
-            isr=_isr,
-            zk_version=_zk_version,
-            replicas=_replicas,
-            offline_replicas=_offline_replicas,
-            unknown_tagged_fields=_unknown,
+            _topic_name,
+            _partition_index,
+            _controller_epoch,
+            _leader,
+            _leader_epoch,
+            _isr,
+            _zk_version,
+            _replicas,
+            _offline_replicas,
+            _unknown,
         )
 
 
@@ -216,12 +224,7 @@ class UpdateMetadataTopicState:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            topic_name=_topic_name,
-            topic_id=_topic_id,
-            partition_states=_partition_states,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_topic_name, _topic_id, _partition_states, _unknown)
 
 
 @dataclass(slots=True)
@@ -299,13 +302,7 @@ class UpdateMetadataEndpoint:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            port=_port,
-            host=_host,
-            listener=_listener,
-            security_protocol=_security_protocol,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_port, _host, _listener, _security_protocol, _unknown)
 
 
 @dataclass(slots=True)
@@ -385,14 +382,7 @@ class UpdateMetadataBroker:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            id=_id,
-            v0_host=_v0_host,
-            v0_port=_v0_port,
-            endpoints=_endpoints,
-            rack=_rack,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_id, _v0_host, _v0_port, _endpoints, _rack, _unknown)
 
 
 @dataclass(slots=True)
@@ -419,16 +409,35 @@ class UpdateMetadataRequest:
         if not 0 <= version <= 8:
             raise UnsupportedVersionError(f"UpdateMetadataRequest has no version {version}")
         flexible = version >= 6
-        w.int32(self.controller_id)
         if version >= 8:
-            w.boolean(self.is_k_raft_controller)
-        elif self.is_k_raft_controller != False:
-            raise UnsupportedVersionError(
-                f"UpdateMetadataRequest.is_k_raft_controller cannot be sent in version {version}"
+            w.pack(
+                _UpdateMetadataRequest_v8,
+                self.controller_id,
+                self.is_k_raft_controller,
+                self.controller_epoch,
+                self.broker_epoch,
             )
-        w.int32(self.controller_epoch)
-        if version >= 5:
-            w.int64(self.broker_epoch)
+        elif version >= 5:
+            if self.is_k_raft_controller != False:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.controller_id)
+                raise UnsupportedVersionError(
+                    f"UpdateMetadataRequest.is_k_raft_controller cannot be sent in version {version}"
+                )
+            w.pack(
+                _UpdateMetadataRequest_v5,
+                self.controller_id,
+                self.controller_epoch,
+                self.broker_epoch,
+            )
+        else:
+            if self.is_k_raft_controller != False:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.controller_id)
+                raise UnsupportedVersionError(
+                    f"UpdateMetadataRequest.is_k_raft_controller cannot be sent in version {version}"
+                )
+            w.pack(_UpdateMetadataRequest_v0, self.controller_id, self.controller_epoch)
         if version <= 4:
             w.int32(len(self.ungrouped_partition_states))
             for _item_ungrouped_partition_states in self.ungrouped_partition_states:
@@ -459,11 +468,11 @@ class UpdateMetadataRequest:
             for _item_live_brokers in self.live_brokers:
                 _item_live_brokers.write(w, version)
         if flexible:
-            tagged = list(self.unknown_tagged_fields)
+            tagged = self.unknown_tagged_fields
             if version >= 8 and self.type != 0:
                 _tw = Writer()
                 _tw.int8(self.type)
-                tagged.append((0, _tw.getvalue()))
+                tagged = [*tagged, (0, _tw.getvalue())]
             w.tagged_fields(tagged)
         if not (version >= 8) and self.type != 0:
             raise UnsupportedVersionError(
@@ -476,20 +485,21 @@ class UpdateMetadataRequest:
             raise DecodeError(f"UpdateMetadataRequest has no version {version}")
         flexible = version >= 6
         _controller_id: int
-        _controller_id = r.int32()
         _is_k_raft_controller: bool
-        if version >= 8:
-            _is_k_raft_controller = r.boolean()
-        else:
-            _is_k_raft_controller = False
-        _type: int = 0
         _controller_epoch: int
-        _controller_epoch = r.int32()
         _broker_epoch: int
-        if version >= 5:
-            _broker_epoch = r.int64()
+        if version >= 8:
+            _controller_id, _is_k_raft_controller, _controller_epoch, _broker_epoch = r.unpack(
+                _UpdateMetadataRequest_v8
+            )
+        elif version >= 5:
+            _controller_id, _controller_epoch, _broker_epoch = r.unpack(_UpdateMetadataRequest_v5)
+            _is_k_raft_controller = False
         else:
+            _controller_id, _controller_epoch = r.unpack(_UpdateMetadataRequest_v0)
+            _is_k_raft_controller = False
             _broker_epoch = -1
+        _type: int = 0
         _ungrouped_partition_states: list[UpdateMetadataPartitionState]
         if version <= 4:
             _n_ungrouped_partition_states = r.array_length()
@@ -540,15 +550,15 @@ class UpdateMetadataRequest:
                 else:
                     _unknown.append((_tag, _tr.rest()))
         return cls(
-            controller_id=_controller_id,
-            is_k_raft_controller=_is_k_raft_controller,
-            type=_type,
-            controller_epoch=_controller_epoch,
-            broker_epoch=_broker_epoch,
-            ungrouped_partition_states=_ungrouped_partition_states,
-            topic_states=_topic_states,
-            live_brokers=_live_brokers,
-            unknown_tagged_fields=_unknown,
+            _controller_id,
+            _is_k_raft_controller,
+            _type,
+            _controller_epoch,
+            _broker_epoch,
+            _ungrouped_partition_states,
+            _topic_states,
+            _live_brokers,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

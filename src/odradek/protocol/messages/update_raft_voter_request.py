@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_KRaftVersionFeature_v0 = Struct(">hh")
+_UpdateRaftVoterRequest_v0 = Struct(">ii")
 
 
 @dataclass(slots=True)
@@ -39,7 +43,7 @@ class Listener:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, host=_host, port=_port, unknown_tagged_fields=_unknown)
+        return cls(_name, _host, _port, _unknown)
 
 
 @dataclass(slots=True)
@@ -51,25 +55,19 @@ class KRaftVersionFeature:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int16(self.min_supported_version)
-        w.int16(self.max_supported_version)
+        w.pack(_KRaftVersionFeature_v0, self.min_supported_version, self.max_supported_version)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> KRaftVersionFeature:
         _min_supported_version: int
-        _min_supported_version = r.int16()
         _max_supported_version: int
-        _max_supported_version = r.int16()
+        _min_supported_version, _max_supported_version = r.unpack(_KRaftVersionFeature_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            min_supported_version=_min_supported_version,
-            max_supported_version=_max_supported_version,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_min_supported_version, _max_supported_version, _unknown)
 
 
 @dataclass(slots=True)
@@ -94,8 +92,7 @@ class UpdateRaftVoterRequest:
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"UpdateRaftVoterRequest has no version {version}")
         w.compact_nullable_string(self.cluster_id)
-        w.int32(self.current_leader_epoch)
-        w.int32(self.voter_id)
+        w.pack(_UpdateRaftVoterRequest_v0, self.current_leader_epoch, self.voter_id)
         w.uuid(self.voter_directory_id)
         w.unsigned_varint(len(self.listeners) + 1)
         for _item_listeners in self.listeners:
@@ -110,9 +107,8 @@ class UpdateRaftVoterRequest:
         _cluster_id: str | None
         _cluster_id = r.compact_nullable_string()
         _current_leader_epoch: int
-        _current_leader_epoch = r.int32()
         _voter_id: int
-        _voter_id = r.int32()
+        _current_leader_epoch, _voter_id = r.unpack(_UpdateRaftVoterRequest_v0)
         _voter_directory_id: uuid.UUID
         _voter_directory_id = r.uuid()
         _listeners: list[Listener]
@@ -127,13 +123,13 @@ class UpdateRaftVoterRequest:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            cluster_id=_cluster_id,
-            current_leader_epoch=_current_leader_epoch,
-            voter_id=_voter_id,
-            voter_directory_id=_voter_directory_id,
-            listeners=_listeners,
-            k_raft_version_feature=_k_raft_version_feature,
-            unknown_tagged_fields=_unknown,
+            _cluster_id,
+            _current_leader_epoch,
+            _voter_id,
+            _voter_directory_id,
+            _listeners,
+            _k_raft_version_feature,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_CurrentLeader_v0 = Struct(">ii")
+_UpdateRaftVoterResponse_v0 = Struct(">ih")
 
 
 @dataclass(slots=True)
@@ -22,8 +26,7 @@ class CurrentLeader:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.leader_id)
-        w.int32(self.leader_epoch)
+        w.pack(_CurrentLeader_v0, self.leader_id, self.leader_epoch)
         w.compact_string(self.host)
         w.int32(self.port)
         w.tagged_fields(self.unknown_tagged_fields)
@@ -31,9 +34,8 @@ class CurrentLeader:
     @classmethod
     def read(cls, r: Reader, version: int) -> CurrentLeader:
         _leader_id: int
-        _leader_id = r.int32()
         _leader_epoch: int
-        _leader_epoch = r.int32()
+        _leader_id, _leader_epoch = r.unpack(_CurrentLeader_v0)
         _host: str
         _host = r.compact_string()
         _port: int
@@ -42,13 +44,7 @@ class CurrentLeader:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            leader_id=_leader_id,
-            leader_epoch=_leader_epoch,
-            host=_host,
-            port=_port,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_leader_id, _leader_epoch, _host, _port, _unknown)
 
 
 @dataclass(slots=True)
@@ -69,13 +65,19 @@ class UpdateRaftVoterResponse:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"UpdateRaftVoterResponse has no version {version}")
-        w.int32(self.throttle_time_ms)
-        w.int16(self.error_code)
-        tagged = list(self.unknown_tagged_fields)
-        if self.current_leader != _DEFAULT_CurrentLeader:
+        w.pack(_UpdateRaftVoterResponse_v0, self.throttle_time_ms, self.error_code)
+        tagged = self.unknown_tagged_fields
+        if (
+            type(self.current_leader) is not CurrentLeader
+            or self.current_leader.leader_id != -1
+            or self.current_leader.leader_epoch != -1
+            or self.current_leader.host != ""
+            or self.current_leader.port != 0
+            or self.current_leader.unknown_tagged_fields != []
+        ):
             _tw = Writer()
             self.current_leader.write(_tw, version)
-            tagged.append((0, _tw.getvalue()))
+            tagged = [*tagged, (0, _tw.getvalue())]
         w.tagged_fields(tagged)
 
     @classmethod
@@ -83,9 +85,8 @@ class UpdateRaftVoterResponse:
         if not 0 <= version <= 0:
             raise DecodeError(f"UpdateRaftVoterResponse has no version {version}")
         _throttle_time_ms: int
-        _throttle_time_ms = r.int32()
         _error_code: int
-        _error_code = r.int16()
+        _throttle_time_ms, _error_code = r.unpack(_UpdateRaftVoterResponse_v0)
         _current_leader: CurrentLeader = CurrentLeader()
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
@@ -95,12 +96,7 @@ class UpdateRaftVoterResponse:
                 _tr.expect_end()
             else:
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            throttle_time_ms=_throttle_time_ms,
-            error_code=_error_code,
-            current_leader=_current_leader,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_throttle_time_ms, _error_code, _current_leader, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()
@@ -118,7 +114,6 @@ class UpdateRaftVoterResponse:
         return value
 
 
-_DEFAULT_CurrentLeader = CurrentLeader()
 CurrentLeader.FIELDS = (
     FieldSpec("leader_id", "int32", False, None, (0, 32767), None, None, False),
     FieldSpec("leader_epoch", "int32", False, None, (0, 32767), None, None, False),

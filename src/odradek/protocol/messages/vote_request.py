@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_PartitionData_1_v0 = Struct(">iii")
+_PartitionData_2_v0 = Struct(">iq")
 
 
 @dataclass(slots=True)
@@ -26,25 +30,20 @@ class PartitionData:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition_index)
-        w.int32(self.candidate_epoch)
-        w.int32(self.candidate_id)
+        w.pack(_PartitionData_1_v0, self.partition_index, self.candidate_epoch, self.candidate_id)
         if version >= 1:
             w.uuid(self.candidate_directory_id)
         if version >= 1:
             w.uuid(self.voter_directory_id)
-        w.int32(self.last_offset_epoch)
-        w.int64(self.last_offset)
+        w.pack(_PartitionData_2_v0, self.last_offset_epoch, self.last_offset)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionData:
         _partition_index: int
-        _partition_index = r.int32()
         _candidate_epoch: int
-        _candidate_epoch = r.int32()
         _candidate_id: int
-        _candidate_id = r.int32()
+        _partition_index, _candidate_epoch, _candidate_id = r.unpack(_PartitionData_1_v0)
         _candidate_directory_id: uuid.UUID
         if version >= 1:
             _candidate_directory_id = r.uuid()
@@ -56,22 +55,21 @@ class PartitionData:
         else:
             _voter_directory_id = ZERO_UUID
         _last_offset_epoch: int
-        _last_offset_epoch = r.int32()
         _last_offset: int
-        _last_offset = r.int64()
+        _last_offset_epoch, _last_offset = r.unpack(_PartitionData_2_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition_index=_partition_index,
-            candidate_epoch=_candidate_epoch,
-            candidate_id=_candidate_id,
-            candidate_directory_id=_candidate_directory_id,
-            voter_directory_id=_voter_directory_id,
-            last_offset_epoch=_last_offset_epoch,
-            last_offset=_last_offset,
-            unknown_tagged_fields=_unknown,
+            _partition_index,
+            _candidate_epoch,
+            _candidate_id,
+            _candidate_directory_id,
+            _voter_directory_id,
+            _last_offset_epoch,
+            _last_offset,
+            _unknown,
         )
 
 
@@ -103,7 +101,7 @@ class TopicData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_name=_topic_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -152,12 +150,7 @@ class VoteRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            cluster_id=_cluster_id,
-            voter_id=_voter_id,
-            topics=_topics,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_cluster_id, _voter_id, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_PartitionData_v0 = Struct(">ihii?")
 
 
 @dataclass(slots=True)
@@ -23,36 +26,32 @@ class PartitionData:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition_index)
-        w.int16(self.error_code)
-        w.int32(self.leader_id)
-        w.int32(self.leader_epoch)
-        w.boolean(self.vote_granted)
+        w.pack(
+            _PartitionData_v0,
+            self.partition_index,
+            self.error_code,
+            self.leader_id,
+            self.leader_epoch,
+            self.vote_granted,
+        )
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionData:
         _partition_index: int
-        _partition_index = r.int32()
         _error_code: int
-        _error_code = r.int16()
         _leader_id: int
-        _leader_id = r.int32()
         _leader_epoch: int
-        _leader_epoch = r.int32()
         _vote_granted: bool
-        _vote_granted = r.boolean()
+        _partition_index, _error_code, _leader_id, _leader_epoch, _vote_granted = r.unpack(
+            _PartitionData_v0
+        )
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition_index=_partition_index,
-            error_code=_error_code,
-            leader_id=_leader_id,
-            leader_epoch=_leader_epoch,
-            vote_granted=_vote_granted,
-            unknown_tagged_fields=_unknown,
+            _partition_index, _error_code, _leader_id, _leader_epoch, _vote_granted, _unknown
         )
 
 
@@ -84,7 +83,7 @@ class TopicData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_name=_topic_name, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_name, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -134,7 +133,7 @@ class NodeEndpoint:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(node_id=_node_id, host=_host, port=_port, unknown_tagged_fields=_unknown)
+        return cls(_node_id, _host, _port, _unknown)
 
 
 @dataclass(slots=True)
@@ -159,13 +158,13 @@ class VoteResponse:
         w.unsigned_varint(len(self.topics) + 1)
         for _item_topics in self.topics:
             _item_topics.write(w, version)
-        tagged = list(self.unknown_tagged_fields)
+        tagged = self.unknown_tagged_fields
         if version >= 1 and self.node_endpoints != []:
             _tw = Writer()
             _tw.unsigned_varint(len(self.node_endpoints) + 1)
             for _item_node_endpoints in self.node_endpoints:
                 _item_node_endpoints.write(_tw, version)
-            tagged.append((0, _tw.getvalue()))
+            tagged = [*tagged, (0, _tw.getvalue())]
         w.tagged_fields(tagged)
         if not (version >= 1) and self.node_endpoints != []:
             raise UnsupportedVersionError(
@@ -197,12 +196,7 @@ class VoteResponse:
                 _tr.expect_end()
             else:
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            error_code=_error_code,
-            topics=_topics,
-            node_endpoints=_node_endpoints,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_error_code, _topics, _node_endpoints, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_KRaftVersionFeature_v0 = Struct(">hh")
 
 
 @dataclass(slots=True)
@@ -39,7 +42,7 @@ class Endpoint:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, host=_host, port=_port, unknown_tagged_fields=_unknown)
+        return cls(_name, _host, _port, _unknown)
 
 
 @dataclass(slots=True)
@@ -51,25 +54,19 @@ class KRaftVersionFeature:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int16(self.min_supported_version)
-        w.int16(self.max_supported_version)
+        w.pack(_KRaftVersionFeature_v0, self.min_supported_version, self.max_supported_version)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> KRaftVersionFeature:
         _min_supported_version: int
-        _min_supported_version = r.int16()
         _max_supported_version: int
-        _max_supported_version = r.int16()
+        _min_supported_version, _max_supported_version = r.unpack(_KRaftVersionFeature_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            min_supported_version=_min_supported_version,
-            max_supported_version=_max_supported_version,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_min_supported_version, _max_supported_version, _unknown)
 
 
 @dataclass(slots=True)
@@ -108,13 +105,7 @@ class Voter:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            voter_id=_voter_id,
-            voter_directory_id=_voter_directory_id,
-            endpoints=_endpoints,
-            k_raft_version_feature=_k_raft_version_feature,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_voter_id, _voter_directory_id, _endpoints, _k_raft_version_feature, _unknown)
 
 
 @dataclass(slots=True)
@@ -154,7 +145,7 @@ class VotersRecord:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(version=_version, voters=_voters, unknown_tagged_fields=_unknown)
+        return cls(_version, _voters, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_StateBatch_v0 = Struct(">qqbh")
+_PartitionData_v0 = Struct(">iiiq")
 
 
 @dataclass(slots=True)
@@ -23,33 +27,27 @@ class StateBatch:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int64(self.first_offset)
-        w.int64(self.last_offset)
-        w.int8(self.delivery_state)
-        w.int16(self.delivery_count)
+        w.pack(
+            _StateBatch_v0,
+            self.first_offset,
+            self.last_offset,
+            self.delivery_state,
+            self.delivery_count,
+        )
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
     def read(cls, r: Reader, version: int) -> StateBatch:
         _first_offset: int
-        _first_offset = r.int64()
         _last_offset: int
-        _last_offset = r.int64()
         _delivery_state: int
-        _delivery_state = r.int8()
         _delivery_count: int
-        _delivery_count = r.int16()
+        _first_offset, _last_offset, _delivery_state, _delivery_count = r.unpack(_StateBatch_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            first_offset=_first_offset,
-            last_offset=_last_offset,
-            delivery_state=_delivery_state,
-            delivery_count=_delivery_count,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_first_offset, _last_offset, _delivery_state, _delivery_count, _unknown)
 
 
 @dataclass(slots=True)
@@ -64,10 +62,13 @@ class PartitionData:
     unknown_tagged_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
     def write(self, w: Writer, version: int) -> None:
-        w.int32(self.partition)
-        w.int32(self.state_epoch)
-        w.int32(self.leader_epoch)
-        w.int64(self.start_offset)
+        w.pack(
+            _PartitionData_v0,
+            self.partition,
+            self.state_epoch,
+            self.leader_epoch,
+            self.start_offset,
+        )
         w.unsigned_varint(len(self.state_batches) + 1)
         for _item_state_batches in self.state_batches:
             _item_state_batches.write(w, version)
@@ -76,13 +77,10 @@ class PartitionData:
     @classmethod
     def read(cls, r: Reader, version: int) -> PartitionData:
         _partition: int
-        _partition = r.int32()
         _state_epoch: int
-        _state_epoch = r.int32()
         _leader_epoch: int
-        _leader_epoch = r.int32()
         _start_offset: int
-        _start_offset = r.int64()
+        _partition, _state_epoch, _leader_epoch, _start_offset = r.unpack(_PartitionData_v0)
         _state_batches: list[StateBatch]
         _n_state_batches = r.compact_array_length()
         if _n_state_batches is None:
@@ -92,14 +90,7 @@ class PartitionData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            partition=_partition,
-            state_epoch=_state_epoch,
-            leader_epoch=_leader_epoch,
-            start_offset=_start_offset,
-            state_batches=_state_batches,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_partition, _state_epoch, _leader_epoch, _start_offset, _state_batches, _unknown)
 
 
 @dataclass(slots=True)
@@ -130,7 +121,7 @@ class WriteStateData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_id=_topic_id, partitions=_partitions, unknown_tagged_fields=_unknown)
+        return cls(_topic_id, _partitions, _unknown)
 
 
 @dataclass(slots=True)
@@ -171,7 +162,7 @@ class WriteShareGroupStateRequest:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(group_id=_group_id, topics=_topics, unknown_tagged_fields=_unknown)
+        return cls(_group_id, _topics, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

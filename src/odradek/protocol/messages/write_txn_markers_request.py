@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_WritableTxnMarker_v0 = Struct(">qh?")
 
 
 @dataclass(slots=True)
@@ -60,7 +63,7 @@ class WritableTxnMarkerTopic:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, partition_indexes=_partition_indexes, unknown_tagged_fields=_unknown)
+        return cls(_name, _partition_indexes, _unknown)
 
 
 @dataclass(slots=True)
@@ -76,9 +79,9 @@ class WritableTxnMarker:
 
     def write(self, w: Writer, version: int) -> None:
         flexible = version >= 1
-        w.int64(self.producer_id)
-        w.int16(self.producer_epoch)
-        w.boolean(self.transaction_result)
+        w.pack(
+            _WritableTxnMarker_v0, self.producer_id, self.producer_epoch, self.transaction_result
+        )
         if flexible:
             w.unsigned_varint(len(self.topics) + 1)
             for _item_topics in self.topics:
@@ -95,11 +98,9 @@ class WritableTxnMarker:
     def read(cls, r: Reader, version: int) -> WritableTxnMarker:
         flexible = version >= 1
         _producer_id: int
-        _producer_id = r.int64()
         _producer_epoch: int
-        _producer_epoch = r.int16()
         _transaction_result: bool
-        _transaction_result = r.boolean()
+        _producer_id, _producer_epoch, _transaction_result = r.unpack(_WritableTxnMarker_v0)
         _topics: list[WritableTxnMarkerTopic]
         if flexible:
             _n_topics = r.compact_array_length()
@@ -119,12 +120,12 @@ class WritableTxnMarker:
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            producer_id=_producer_id,
-            producer_epoch=_producer_epoch,
-            transaction_result=_transaction_result,
-            topics=_topics,
-            coordinator_epoch=_coordinator_epoch,
-            unknown_tagged_fields=_unknown,
+            _producer_id,
+            _producer_epoch,
+            _transaction_result,
+            _topics,
+            _coordinator_epoch,
+            _unknown,
         )
 
 
@@ -177,7 +178,7 @@ class WriteTxnMarkersRequest:
             for _ in range(r.tagged_field_count()):
                 _tag, _tr = r.tagged_field()
                 _unknown.append((_tag, _tr.rest()))
-        return cls(markers=_markers, unknown_tagged_fields=_unknown)
+        return cls(_markers, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

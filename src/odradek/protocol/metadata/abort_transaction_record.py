@@ -27,11 +27,11 @@ class AbortTransactionRecord:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"AbortTransactionRecord has no version {version}")
-        tagged = list(self.unknown_tagged_fields)
+        tagged = self.unknown_tagged_fields
         if self.reason is not None:
             _tw = Writer()
             _tw.compact_nullable_string(self.reason)
-            tagged.append((0, _tw.getvalue()))
+            tagged = [*tagged, (0, _tw.getvalue())]
         w.tagged_fields(tagged)
 
     @classmethod
@@ -47,7 +47,7 @@ class AbortTransactionRecord:
                 _tr.expect_end()
             else:
                 _unknown.append((_tag, _tr.rest()))
-        return cls(reason=_reason, unknown_tagged_fields=_unknown)
+        return cls(_reason, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

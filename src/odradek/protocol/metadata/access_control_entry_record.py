@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_AccessControlEntryRecord_v0 = Struct(">bb")
 
 
 @dataclass(slots=True)
@@ -41,8 +44,7 @@ class AccessControlEntryRecord:
         w.int8(self.pattern_type)
         w.compact_string(self.principal)
         w.compact_string(self.host)
-        w.int8(self.operation)
-        w.int8(self.permission_type)
+        w.pack(_AccessControlEntryRecord_v0, self.operation, self.permission_type)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
@@ -62,23 +64,22 @@ class AccessControlEntryRecord:
         _host: str
         _host = r.compact_string()
         _operation: int
-        _operation = r.int8()
         _permission_type: int
-        _permission_type = r.int8()
+        _operation, _permission_type = r.unpack(_AccessControlEntryRecord_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            id=_id,
-            resource_type=_resource_type,
-            resource_name=_resource_name,
-            pattern_type=_pattern_type,
-            principal=_principal,
-            host=_host,
-            operation=_operation,
-            permission_type=_permission_type,
-            unknown_tagged_fields=_unknown,
+            _id,
+            _resource_type,
+            _resource_name,
+            _pattern_type,
+            _principal,
+            _host,
+            _operation,
+            _permission_type,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

@@ -27,11 +27,11 @@ class BeginTransactionRecord:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"BeginTransactionRecord has no version {version}")
-        tagged = list(self.unknown_tagged_fields)
+        tagged = self.unknown_tagged_fields
         if self.name is not None:
             _tw = Writer()
             _tw.compact_nullable_string(self.name)
-            tagged.append((0, _tw.getvalue()))
+            tagged = [*tagged, (0, _tw.getvalue())]
         w.tagged_fields(tagged)
 
     @classmethod
@@ -47,7 +47,7 @@ class BeginTransactionRecord:
                 _tr.expect_end()
             else:
                 _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, unknown_tagged_fields=_unknown)
+        return cls(_name, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

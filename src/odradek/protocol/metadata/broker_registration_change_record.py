@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_BrokerRegistrationChangeRecord_v0 = Struct(">iq")
 
 
 @dataclass(slots=True)
@@ -34,23 +37,22 @@ class BrokerRegistrationChangeRecord:
             raise UnsupportedVersionError(
                 f"BrokerRegistrationChangeRecord has no version {version}"
             )
-        w.int32(self.broker_id)
-        w.int64(self.broker_epoch)
-        tagged = list(self.unknown_tagged_fields)
+        w.pack(_BrokerRegistrationChangeRecord_v0, self.broker_id, self.broker_epoch)
+        tagged = self.unknown_tagged_fields
         if self.fenced != 0:
             _tw = Writer()
             _tw.int8(self.fenced)
-            tagged.append((0, _tw.getvalue()))
+            tagged = [*tagged, (0, _tw.getvalue())]
         if version >= 1 and self.in_controlled_shutdown != 0:
             _tw = Writer()
             _tw.int8(self.in_controlled_shutdown)
-            tagged.append((1, _tw.getvalue()))
+            tagged = [*tagged, (1, _tw.getvalue())]
         if version >= 2 and self.log_dirs != []:
             _tw = Writer()
             _tw.unsigned_varint(len(self.log_dirs) + 1)
             for _item_log_dirs in self.log_dirs:
                 _tw.uuid(_item_log_dirs)
-            tagged.append((2, _tw.getvalue()))
+            tagged = [*tagged, (2, _tw.getvalue())]
         w.tagged_fields(tagged)
         if not (version >= 1) and self.in_controlled_shutdown != 0:
             raise UnsupportedVersionError(
@@ -66,9 +68,8 @@ class BrokerRegistrationChangeRecord:
         if not 0 <= version <= 2:
             raise DecodeError(f"BrokerRegistrationChangeRecord has no version {version}")
         _broker_id: int
-        _broker_id = r.int32()
         _broker_epoch: int
-        _broker_epoch = r.int64()
+        _broker_id, _broker_epoch = r.unpack(_BrokerRegistrationChangeRecord_v0)
         _fenced: int = 0
         _in_controlled_shutdown: int = 0
         _log_dirs: list[uuid.UUID] = []
@@ -89,14 +90,7 @@ class BrokerRegistrationChangeRecord:
                 _tr.expect_end()
             else:
                 _unknown.append((_tag, _tr.rest()))
-        return cls(
-            broker_id=_broker_id,
-            broker_epoch=_broker_epoch,
-            fenced=_fenced,
-            in_controlled_shutdown=_in_controlled_shutdown,
-            log_dirs=_log_dirs,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_broker_id, _broker_epoch, _fenced, _in_controlled_shutdown, _log_dirs, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_ClientQuotaRecord_v0 = Struct(">d?")
 
 
 @dataclass(slots=True)
@@ -34,9 +37,7 @@ class EntityData:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            entity_type=_entity_type, entity_name=_entity_name, unknown_tagged_fields=_unknown
-        )
+        return cls(_entity_type, _entity_name, _unknown)
 
 
 @dataclass(slots=True)
@@ -62,8 +63,7 @@ class ClientQuotaRecord:
         for _item_entity in self.entity:
             _item_entity.write(w, version)
         w.compact_string(self.key)
-        w.float64(self.value)
-        w.boolean(self.remove)
+        w.pack(_ClientQuotaRecord_v0, self.value, self.remove)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
@@ -78,16 +78,13 @@ class ClientQuotaRecord:
         _key: str
         _key = r.compact_string()
         _value: float
-        _value = r.float64()
         _remove: bool
-        _remove = r.boolean()
+        _value, _remove = r.unpack(_ClientQuotaRecord_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            entity=_entity, key=_key, value=_value, remove=_remove, unknown_tagged_fields=_unknown
-        )
+        return cls(_entity, _key, _value, _remove, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

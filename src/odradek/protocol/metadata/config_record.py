@@ -52,13 +52,7 @@ class ConfigRecord:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            resource_type=_resource_type,
-            resource_name=_resource_name,
-            name=_name,
-            value=_value,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_resource_type, _resource_name, _name, _value, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_DelegationTokenRecord_v0 = Struct(">qqq")
 
 
 @dataclass(slots=True)
@@ -38,9 +41,12 @@ class DelegationTokenRecord:
         w.unsigned_varint(len(self.renewers) + 1)
         for _item_renewers in self.renewers:
             w.compact_string(_item_renewers)
-        w.int64(self.issue_timestamp)
-        w.int64(self.max_timestamp)
-        w.int64(self.expiration_timestamp)
+        w.pack(
+            _DelegationTokenRecord_v0,
+            self.issue_timestamp,
+            self.max_timestamp,
+            self.expiration_timestamp,
+        )
         w.compact_string(self.token_id)
         w.tagged_fields(self.unknown_tagged_fields)
 
@@ -58,11 +64,11 @@ class DelegationTokenRecord:
             raise DecodeError("DelegationTokenRecord.renewers: null array")
         _renewers = [r.compact_string() for _ in range(_n_renewers)]
         _issue_timestamp: int
-        _issue_timestamp = r.int64()
         _max_timestamp: int
-        _max_timestamp = r.int64()
         _expiration_timestamp: int
-        _expiration_timestamp = r.int64()
+        _issue_timestamp, _max_timestamp, _expiration_timestamp = r.unpack(
+            _DelegationTokenRecord_v0
+        )
         _token_id: str
         _token_id = r.compact_string()
         _unknown: list[tuple[int, bytes]] = []
@@ -70,14 +76,14 @@ class DelegationTokenRecord:
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
         return cls(
-            owner=_owner,
-            requester=_requester,
-            renewers=_renewers,
-            issue_timestamp=_issue_timestamp,
-            max_timestamp=_max_timestamp,
-            expiration_timestamp=_expiration_timestamp,
-            token_id=_token_id,
-            unknown_tagged_fields=_unknown,
+            _owner,
+            _requester,
+            _renewers,
+            _issue_timestamp,
+            _max_timestamp,
+            _expiration_timestamp,
+            _token_id,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

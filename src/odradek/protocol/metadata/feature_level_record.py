@@ -44,7 +44,7 @@ class FeatureLevelRecord:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, feature_level=_feature_level, unknown_tagged_fields=_unknown)
+        return cls(_name, _feature_level, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

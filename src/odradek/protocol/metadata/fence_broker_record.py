@@ -4,11 +4,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_FenceBrokerRecord_v0 = Struct(">iq")
 
 
 @dataclass(slots=True)
@@ -28,8 +31,7 @@ class FenceBrokerRecord:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 0:
             raise UnsupportedVersionError(f"FenceBrokerRecord has no version {version}")
-        w.int32(self.id)
-        w.int64(self.epoch)
+        w.pack(_FenceBrokerRecord_v0, self.id, self.epoch)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
@@ -37,14 +39,13 @@ class FenceBrokerRecord:
         if not 0 <= version <= 0:
             raise DecodeError(f"FenceBrokerRecord has no version {version}")
         _id: int
-        _id = r.int32()
         _epoch: int
-        _epoch = r.int64()
+        _id, _epoch = r.unpack(_FenceBrokerRecord_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(id=_id, epoch=_epoch, unknown_tagged_fields=_unknown)
+        return cls(_id, _epoch, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -36,7 +36,7 @@ class NoOpRecord:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(unknown_tagged_fields=_unknown)
+        return cls(_unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -40,7 +40,7 @@ class PartitionChangeRecord:
             raise UnsupportedVersionError(f"PartitionChangeRecord has no version {version}")
         w.int32(self.partition_id)
         w.uuid(self.topic_id)
-        tagged = list(self.unknown_tagged_fields)
+        tagged = self.unknown_tagged_fields
         if self.isr is not None:
             _tw = Writer()
             if self.isr is None:
@@ -49,11 +49,11 @@ class PartitionChangeRecord:
                 _tw.unsigned_varint(len(self.isr) + 1)
                 for _item_isr in self.isr:
                     _tw.int32(_item_isr)
-            tagged.append((0, _tw.getvalue()))
+            tagged = [*tagged, (0, _tw.getvalue())]
         if self.leader != -2:
             _tw = Writer()
             _tw.int32(self.leader)
-            tagged.append((1, _tw.getvalue()))
+            tagged = [*tagged, (1, _tw.getvalue())]
         if self.replicas is not None:
             _tw = Writer()
             if self.replicas is None:
@@ -62,7 +62,7 @@ class PartitionChangeRecord:
                 _tw.unsigned_varint(len(self.replicas) + 1)
                 for _item_replicas in self.replicas:
                     _tw.int32(_item_replicas)
-            tagged.append((2, _tw.getvalue()))
+            tagged = [*tagged, (2, _tw.getvalue())]
         if self.removing_replicas is not None:
             _tw = Writer()
             if self.removing_replicas is None:
@@ -71,7 +71,7 @@ class PartitionChangeRecord:
                 _tw.unsigned_varint(len(self.removing_replicas) + 1)
                 for _item_removing_replicas in self.removing_replicas:
                     _tw.int32(_item_removing_replicas)
-            tagged.append((3, _tw.getvalue()))
+            tagged = [*tagged, (3, _tw.getvalue())]
         if self.adding_replicas is not None:
             _tw = Writer()
             if self.adding_replicas is None:
@@ -80,11 +80,11 @@ class PartitionChangeRecord:
                 _tw.unsigned_varint(len(self.adding_replicas) + 1)
                 for _item_adding_replicas in self.adding_replicas:
                     _tw.int32(_item_adding_replicas)
-            tagged.append((4, _tw.getvalue()))
+            tagged = [*tagged, (4, _tw.getvalue())]
         if self.leader_recovery_state != -1:
             _tw = Writer()
             _tw.int8(self.leader_recovery_state)
-            tagged.append((5, _tw.getvalue()))
+            tagged = [*tagged, (5, _tw.getvalue())]
         if version >= 1 and self.directories is not None:
             _tw = Writer()
             if self.directories is None:
@@ -93,7 +93,7 @@ class PartitionChangeRecord:
                 _tw.unsigned_varint(len(self.directories) + 1)
                 for _item_directories in self.directories:
                     _tw.uuid(_item_directories)
-            tagged.append((8, _tw.getvalue()))
+            tagged = [*tagged, (8, _tw.getvalue())]
         if version >= 2 and self.eligible_leader_replicas is not None:
             _tw = Writer()
             if self.eligible_leader_replicas is None:
@@ -102,7 +102,7 @@ class PartitionChangeRecord:
                 _tw.unsigned_varint(len(self.eligible_leader_replicas) + 1)
                 for _item_eligible_leader_replicas in self.eligible_leader_replicas:
                     _tw.int32(_item_eligible_leader_replicas)
-            tagged.append((6, _tw.getvalue()))
+            tagged = [*tagged, (6, _tw.getvalue())]
         if version >= 2 and self.last_known_elr is not None:
             _tw = Writer()
             if self.last_known_elr is None:
@@ -111,7 +111,7 @@ class PartitionChangeRecord:
                 _tw.unsigned_varint(len(self.last_known_elr) + 1)
                 for _item_last_known_elr in self.last_known_elr:
                     _tw.int32(_item_last_known_elr)
-            tagged.append((7, _tw.getvalue()))
+            tagged = [*tagged, (7, _tw.getvalue())]
         w.tagged_fields(tagged)
         if not (version >= 1) and self.directories is not None:
             raise UnsupportedVersionError(
@@ -206,18 +206,18 @@ class PartitionChangeRecord:
             else:
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition_id=_partition_id,
-            topic_id=_topic_id,
-            isr=_isr,
-            leader=_leader,
-            replicas=_replicas,
-            removing_replicas=_removing_replicas,
-            adding_replicas=_adding_replicas,
-            leader_recovery_state=_leader_recovery_state,
-            directories=_directories,
-            eligible_leader_replicas=_eligible_leader_replicas,
-            last_known_elr=_last_known_elr,
-            unknown_tagged_fields=_unknown,
+            _partition_id,
+            _topic_id,
+            _isr,
+            _leader,
+            _replicas,
+            _removing_replicas,
+            _adding_replicas,
+            _leader_recovery_state,
+            _directories,
+            _eligible_leader_replicas,
+            _last_known_elr,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

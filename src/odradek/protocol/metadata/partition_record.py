@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_PartitionRecord_v0 = Struct(">iii")
 
 
 @dataclass(slots=True)
@@ -54,9 +57,7 @@ class PartitionRecord:
         w.unsigned_varint(len(self.adding_replicas) + 1)
         for _item_adding_replicas in self.adding_replicas:
             w.int32(_item_adding_replicas)
-        w.int32(self.leader)
-        w.int32(self.leader_epoch)
-        w.int32(self.partition_epoch)
+        w.pack(_PartitionRecord_v0, self.leader, self.leader_epoch, self.partition_epoch)
         if version >= 1:
             w.unsigned_varint(len(self.directories) + 1)
             for _item_directories in self.directories:
@@ -65,11 +66,11 @@ class PartitionRecord:
             raise UnsupportedVersionError(
                 f"PartitionRecord.directories cannot be sent in version {version}"
             )
-        tagged = list(self.unknown_tagged_fields)
+        tagged = self.unknown_tagged_fields
         if self.leader_recovery_state != 0:
             _tw = Writer()
             _tw.int8(self.leader_recovery_state)
-            tagged.append((0, _tw.getvalue()))
+            tagged = [*tagged, (0, _tw.getvalue())]
         if version >= 2 and self.eligible_leader_replicas is not None:
             _tw = Writer()
             if self.eligible_leader_replicas is None:
@@ -78,7 +79,7 @@ class PartitionRecord:
                 _tw.unsigned_varint(len(self.eligible_leader_replicas) + 1)
                 for _item_eligible_leader_replicas in self.eligible_leader_replicas:
                     _tw.int32(_item_eligible_leader_replicas)
-            tagged.append((1, _tw.getvalue()))
+            tagged = [*tagged, (1, _tw.getvalue())]
         if version >= 2 and self.last_known_elr is not None:
             _tw = Writer()
             if self.last_known_elr is None:
@@ -87,7 +88,7 @@ class PartitionRecord:
                 _tw.unsigned_varint(len(self.last_known_elr) + 1)
                 for _item_last_known_elr in self.last_known_elr:
                     _tw.int32(_item_last_known_elr)
-            tagged.append((2, _tw.getvalue()))
+            tagged = [*tagged, (2, _tw.getvalue())]
         w.tagged_fields(tagged)
         if not (version >= 2) and self.eligible_leader_replicas is not None:
             raise UnsupportedVersionError(
@@ -127,12 +128,10 @@ class PartitionRecord:
             raise DecodeError("PartitionRecord.adding_replicas: null array")
         _adding_replicas = [r.int32() for _ in range(_n_adding_replicas)]
         _leader: int
-        _leader = r.int32()
-        _leader_recovery_state: int = 0
         _leader_epoch: int
-        _leader_epoch = r.int32()
         _partition_epoch: int
-        _partition_epoch = r.int32()
+        _leader, _leader_epoch, _partition_epoch = r.unpack(_PartitionRecord_v0)
+        _leader_recovery_state: int = 0
         _directories: list[uuid.UUID]
         if version >= 1:
             _n_directories = r.compact_array_length()
@@ -168,20 +167,20 @@ class PartitionRecord:
             else:
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            partition_id=_partition_id,
-            topic_id=_topic_id,
-            replicas=_replicas,
-            isr=_isr,
-            removing_replicas=_removing_replicas,
-            adding_replicas=_adding_replicas,
-            leader=_leader,
-            leader_recovery_state=_leader_recovery_state,
-            leader_epoch=_leader_epoch,
-            partition_epoch=_partition_epoch,
-            directories=_directories,
-            eligible_leader_replicas=_eligible_leader_replicas,
-            last_known_elr=_last_known_elr,
-            unknown_tagged_fields=_unknown,
+            _partition_id,
+            _topic_id,
+            _replicas,
+            _isr,
+            _removing_replicas,
+            _adding_replicas,
+            _leader,
+            _leader_recovery_state,
+            _leader_epoch,
+            _partition_epoch,
+            _directories,
+            _eligible_leader_replicas,
+            _last_known_elr,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
+from struct import Struct
 from typing import ClassVar
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.primitives import ZERO_UUID, Reader, Writer
 from odradek.protocol.schema import FieldSpec
+
+_BrokerEndpoint_v0 = Struct(">Hh")
+_BrokerFeature_v0 = Struct(">hh")
+_RegisterBrokerRecord_1_v2 = Struct(">i?")
+_RegisterBrokerRecord_2_v1 = Struct(">??")
 
 
 @dataclass(slots=True)
@@ -25,8 +31,7 @@ class BrokerEndpoint:
     def write(self, w: Writer, version: int) -> None:
         w.compact_string(self.name)
         w.compact_string(self.host)
-        w.uint16(self.port)
-        w.int16(self.security_protocol)
+        w.pack(_BrokerEndpoint_v0, self.port, self.security_protocol)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
@@ -36,20 +41,13 @@ class BrokerEndpoint:
         _host: str
         _host = r.compact_string()
         _port: int
-        _port = r.uint16()
         _security_protocol: int
-        _security_protocol = r.int16()
+        _port, _security_protocol = r.unpack(_BrokerEndpoint_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            name=_name,
-            host=_host,
-            port=_port,
-            security_protocol=_security_protocol,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_name, _host, _port, _security_protocol, _unknown)
 
 
 @dataclass(slots=True)
@@ -63,8 +61,7 @@ class BrokerFeature:
 
     def write(self, w: Writer, version: int) -> None:
         w.compact_string(self.name)
-        w.int16(self.min_supported_version)
-        w.int16(self.max_supported_version)
+        w.pack(_BrokerFeature_v0, self.min_supported_version, self.max_supported_version)
         w.tagged_fields(self.unknown_tagged_fields)
 
     @classmethod
@@ -72,19 +69,13 @@ class BrokerFeature:
         _name: str
         _name = r.compact_string()
         _min_supported_version: int
-        _min_supported_version = r.int16()
         _max_supported_version: int
-        _max_supported_version = r.int16()
+        _min_supported_version, _max_supported_version = r.unpack(_BrokerFeature_v0)
         _unknown: list[tuple[int, bytes]] = []
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            name=_name,
-            min_supported_version=_min_supported_version,
-            max_supported_version=_max_supported_version,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_name, _min_supported_version, _max_supported_version, _unknown)
 
 
 @dataclass(slots=True)
@@ -112,13 +103,16 @@ class RegisterBrokerRecord:
     def write(self, w: Writer, version: int) -> None:
         if not 0 <= version <= 3:
             raise UnsupportedVersionError(f"RegisterBrokerRecord has no version {version}")
-        w.int32(self.broker_id)
         if version >= 2:
-            w.boolean(self.is_migrating_zk_broker)
-        elif self.is_migrating_zk_broker != False:
-            raise UnsupportedVersionError(
-                f"RegisterBrokerRecord.is_migrating_zk_broker cannot be sent in version {version}"
-            )
+            w.pack(_RegisterBrokerRecord_1_v2, self.broker_id, self.is_migrating_zk_broker)
+        else:
+            if self.is_migrating_zk_broker != False:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.int32(self.broker_id)
+                raise UnsupportedVersionError(
+                    f"RegisterBrokerRecord.is_migrating_zk_broker cannot be sent in version {version}"
+                )
+            w.int32(self.broker_id)
         w.uuid(self.incarnation_id)
         w.int64(self.broker_epoch)
         w.unsigned_varint(len(self.end_points) + 1)
@@ -128,20 +122,23 @@ class RegisterBrokerRecord:
         for _item_features in self.features:
             _item_features.write(w, version)
         w.compact_nullable_string(self.rack)
-        w.boolean(self.fenced)
         if version >= 1:
-            w.boolean(self.in_controlled_shutdown)
-        elif self.in_controlled_shutdown != False:
-            raise UnsupportedVersionError(
-                f"RegisterBrokerRecord.in_controlled_shutdown cannot be sent in version {version}"
-            )
-        tagged = list(self.unknown_tagged_fields)
+            w.pack(_RegisterBrokerRecord_2_v1, self.fenced, self.in_controlled_shutdown)
+        else:
+            if self.in_controlled_shutdown != False:
+                # Field by field, to fail as the field-by-field encoding does.
+                w.boolean(self.fenced)
+                raise UnsupportedVersionError(
+                    f"RegisterBrokerRecord.in_controlled_shutdown cannot be sent in version {version}"
+                )
+            w.boolean(self.fenced)
+        tagged = self.unknown_tagged_fields
         if version >= 3 and self.log_dirs != []:
             _tw = Writer()
             _tw.unsigned_varint(len(self.log_dirs) + 1)
             for _item_log_dirs in self.log_dirs:
                 _tw.uuid(_item_log_dirs)
-            tagged.append((0, _tw.getvalue()))
+            tagged = [*tagged, (0, _tw.getvalue())]
         w.tagged_fields(tagged)
         if not (version >= 3) and self.log_dirs != []:
             raise UnsupportedVersionError(
@@ -153,11 +150,11 @@ class RegisterBrokerRecord:
         if not 0 <= version <= 3:
             raise DecodeError(f"RegisterBrokerRecord has no version {version}")
         _broker_id: int
-        _broker_id = r.int32()
         _is_migrating_zk_broker: bool
         if version >= 2:
-            _is_migrating_zk_broker = r.boolean()
+            _broker_id, _is_migrating_zk_broker = r.unpack(_RegisterBrokerRecord_1_v2)
         else:
+            _broker_id = r.int32()
             _is_migrating_zk_broker = False
         _incarnation_id: uuid.UUID
         _incarnation_id = r.uuid()
@@ -176,11 +173,11 @@ class RegisterBrokerRecord:
         _rack: str | None
         _rack = r.compact_nullable_string()
         _fenced: bool
-        _fenced = r.boolean()
         _in_controlled_shutdown: bool
         if version >= 1:
-            _in_controlled_shutdown = r.boolean()
+            _fenced, _in_controlled_shutdown = r.unpack(_RegisterBrokerRecord_2_v1)
         else:
+            _fenced = r.boolean()
             _in_controlled_shutdown = False
         _log_dirs: list[uuid.UUID] = []
         _unknown: list[tuple[int, bytes]] = []
@@ -195,17 +192,17 @@ class RegisterBrokerRecord:
             else:
                 _unknown.append((_tag, _tr.rest()))
         return cls(
-            broker_id=_broker_id,
-            is_migrating_zk_broker=_is_migrating_zk_broker,
-            incarnation_id=_incarnation_id,
-            broker_epoch=_broker_epoch,
-            end_points=_end_points,
-            features=_features,
-            rack=_rack,
-            fenced=_fenced,
-            in_controlled_shutdown=_in_controlled_shutdown,
-            log_dirs=_log_dirs,
-            unknown_tagged_fields=_unknown,
+            _broker_id,
+            _is_migrating_zk_broker,
+            _incarnation_id,
+            _broker_epoch,
+            _end_points,
+            _features,
+            _rack,
+            _fenced,
+            _in_controlled_shutdown,
+            _log_dirs,
+            _unknown,
         )
 
     def encode(self, version: int) -> bytes:

@@ -40,7 +40,7 @@ class RemoveDelegationTokenRecord:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(token_id=_token_id, unknown_tagged_fields=_unknown)
+        return cls(_token_id, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -41,7 +41,7 @@ class RemoveTopicRecord:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(topic_id=_topic_id, unknown_tagged_fields=_unknown)
+        return cls(_topic_id, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

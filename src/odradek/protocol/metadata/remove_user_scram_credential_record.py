@@ -46,7 +46,7 @@ class RemoveUserScramCredentialRecord:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(name=_name, mechanism=_mechanism, unknown_tagged_fields=_unknown)
+        return cls(_name, _mechanism, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

@@ -60,15 +60,7 @@ class UserScramCredentialRecord:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(
-            name=_name,
-            mechanism=_mechanism,
-            salt=_salt,
-            stored_key=_stored_key,
-            server_key=_server_key,
-            iterations=_iterations,
-            unknown_tagged_fields=_unknown,
-        )
+        return cls(_name, _mechanism, _salt, _stored_key, _server_key, _iterations, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()

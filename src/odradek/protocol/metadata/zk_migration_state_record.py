@@ -40,7 +40,7 @@ class ZkMigrationStateRecord:
         for _ in range(r.tagged_field_count()):
             _tag, _tr = r.tagged_field()
             _unknown.append((_tag, _tr.rest()))
-        return cls(zk_migration_state=_zk_migration_state, unknown_tagged_fields=_unknown)
+        return cls(_zk_migration_state, _unknown)
 
     def encode(self, version: int) -> bytes:
         w = Writer()
