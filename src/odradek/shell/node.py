@@ -26,8 +26,10 @@ import io
 import json
 import logging
 import os
+import queue
 import random
 import signal
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -208,6 +210,7 @@ class Node:
         # Held while fsyncs run on a worker thread: nothing may close or cut a log's
         # files meanwhile (retention, topic deletion).
         self._io_lock = asyncio.Lock()
+        self._sync_thread = SyncThread()
         self._flush_wakeup = asyncio.Event()
         self._data_waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
@@ -547,6 +550,7 @@ class Node:
             await self.replication.close()
         await self._forward_peers.close()
         self._flush_all()
+        self._sync_thread.stop()
         self._snapshot_producers()
         if self.log_dir is not None:
             self.log_dir.checkpoint()
@@ -1238,7 +1242,7 @@ class Node:
         event loop goes on accepting appends (which the next flush covers)."""
         async with self._io_lock:
             tickets = self._begin_flushes()
-            failures = await asyncio.to_thread(_run_tickets, tickets)
+            failures = await self._sync_thread.run(tickets)
             for partition, ticket in tickets:
                 error = failures.get(id(ticket))
                 if error is not None:
@@ -1401,6 +1405,68 @@ def _sendfile_now(sock: Any, fd: int, position: int, length: int) -> int:
             break  # the file is shorter than asked: asyncio's path raises for it
         sent += n
     return sent
+
+
+class SyncThread:
+    """The thread that runs each group commit's fsyncs while the event loop goes on.
+
+    One long-lived thread fed by a queue: handing it a flush costs a queue put and, when
+    done, one ``call_soon_threadsafe``, where ``asyncio.to_thread`` builds an executor
+    future, a work item and a chained asyncio future for every flush. The follower's
+    flush is on the path of every acks=all produce, so the handoff counts.
+    """
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[_SyncJob | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    async def run(self, tickets: list[tuple[LocalPartition, FlushTicket]]) -> dict[int, OSError]:
+        """Run the tickets' fsyncs on the thread; the failures by ticket id."""
+        loop = asyncio.get_running_loop()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._work, name="odradek-fsync", daemon=True)
+            self._thread.start()
+        future: asyncio.Future[dict[int, OSError]] = loop.create_future()
+        self._jobs.put((tickets, loop, future))
+        return await future
+
+    def stop(self) -> None:
+        """Let the thread end once the job it runs (if any) is done."""
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread = None
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            tickets, loop, future = job
+            outcome: dict[int, OSError] | BaseException
+            try:
+                outcome = _run_tickets(tickets)
+            except BaseException as e:  # handed to the waiting coroutine, which raises it
+                outcome = e
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(_settle, future, outcome)
+
+
+_SyncJob = tuple[
+    list[tuple[LocalPartition, FlushTicket]],
+    asyncio.AbstractEventLoop,
+    "asyncio.Future[dict[int, OSError]]",
+]
+
+
+def _settle(
+    future: asyncio.Future[dict[int, OSError]], outcome: dict[int, OSError] | BaseException
+) -> None:
+    if future.done():
+        return  # the flusher was cancelled (the node is stopping)
+    if isinstance(outcome, BaseException):
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
 
 
 def _run_tickets(tickets: list[tuple[LocalPartition, FlushTicket]]) -> dict[int, OSError]:
