@@ -1002,7 +1002,7 @@ class Node:
         sender = asyncio.create_task(self._send_in_order(writer, answers, peer))
         stopping = False
         try:
-            await self._read_requests(router, reader, answers, peer)
+            await self._read_requests(router, reader, writer, answers, peer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -1026,21 +1026,38 @@ class Node:
         self,
         router: Router,
         reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
         answers: asyncio.Queue[asyncio.Future[list[Records] | None] | None],
         peer: str,
     ) -> None:
         decoder = FrameDecoder(self.config.max_frame_bytes)
-        idle = self.config.connections_max_idle_ms / 1000
+        loop = asyncio.get_running_loop()
+
+        def close_idle() -> None:
+            log.info("closing idle connection from %s", peer)
+            writer.close()  # the read below sees the end of the stream
+
+        idle = IdleWatch(loop, self.config.connections_max_idle_ms / 1000, close_idle)
+        try:
+            await self._read_frames(router, reader, answers, peer, decoder, idle)
+        finally:
+            idle.cancel()
+
+    async def _read_frames(
+        self,
+        router: Router,
+        reader: asyncio.StreamReader,
+        answers: asyncio.Queue[asyncio.Future[list[Records] | None] | None],
+        peer: str,
+        decoder: FrameDecoder,
+        idle: IdleWatch,
+    ) -> None:
         loop = asyncio.get_running_loop()
         while True:
-            try:
-                async with asyncio.timeout(idle):
-                    data = await reader.read(1 << 20)
-            except TimeoutError:
-                log.info("closing idle connection from %s", peer)
-                return
+            data = await reader.read(1 << 20)
             if not data:
                 return
+            idle.touch()
             try:
                 frames = decoder.feed(data)
             except RemoteProtocolError as e:
@@ -1355,6 +1372,39 @@ async def run_node(config: NodeConfig, ready: asyncio.Event | None = None) -> No
         ready.set()
     await stop.wait()
     await node.stop()
+
+
+class IdleWatch:
+    """Calls ``on_idle`` once nothing was read for ``idle_s`` (``connections.max.idle.ms``).
+
+    One timer per connection, re-armed only when it fires early: a timeout around each
+    read would create and cancel a timer for every request.
+    """
+
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, idle_s: float, on_idle: Callable[[], None]
+    ) -> None:
+        self._loop = loop
+        self._idle_s = idle_s
+        self._on_idle = on_idle
+        self._last = loop.time()
+        self._handle: asyncio.TimerHandle | None = loop.call_at(self._last + idle_s, self._check)
+
+    def touch(self) -> None:
+        self._last = self._loop.time()
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _check(self) -> None:
+        due = self._last + self._idle_s
+        if self._loop.time() >= due:
+            self._handle = None
+            self._on_idle()
+        else:
+            self._handle = self._loop.call_at(due, self._check)
 
 
 async def send_frame(writer: asyncio.StreamWriter, chunks: list[Records]) -> None:
