@@ -3,6 +3,7 @@ incremental answer carries, and every way a session request is refused."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -19,7 +20,7 @@ from odradek.protocol.messages.fetch_request import (
 )
 from odradek.shell.clock import now_ms
 from odradek.shell.replication import ReplicationService
-from tests.broker.harness import Harness, header, new_harness
+from tests.broker.harness import Harness, batch, header, new_harness
 
 VERSION = 16  # topic ids
 FOLLOWER = 2
@@ -232,7 +233,6 @@ def test_a_follower_in_a_session_stays_caught_up_while_it_names_nothing() -> Non
     """The leader counts every partition of the session as fetched again, so a follower
     at the log end of a quiet partition keeps its caught-up time fresh (and its place in
     the ISR) although its incremental requests name nothing."""
-    import asyncio
 
     async def scenario() -> None:
         h = new_harness()
@@ -258,5 +258,113 @@ def test_a_follower_in_a_session_stays_caught_up_while_it_names_nothing() -> Non
         assert answered(quiet) == {}
         follower = leader.follower_state(FOLLOWER)
         assert follower is not None and follower.last_caught_up_time_ms == base + 25_000
+
+    asyncio.run(scenario())
+
+
+def _leader_with_follower(partitions: int = 2) -> tuple[Harness, uuid.UUID, Any]:
+    h = new_harness()
+    h.register_broker(FOLLOWER)
+    topic_id = h.add_topic("t", [[h.node_id, FOLLOWER]] * partitions)
+    service = ReplicationService(
+        h.state, h.server, _flushed, lambda: 1, lambda: None, lambda k: None
+    )
+    images = h.image.topics_by_name["t"].partitions
+    for index in range(partitions):
+        service.new_role(h.partition("t", index), images[index], 0)
+    h.state.now_ms = now_ms() + 10_000  # the leaders started on the real clock
+    return h, topic_id, service
+
+
+def _follower_fetch(
+    h: Harness,
+    topic_id: uuid.UUID,
+    positions: dict[int, tuple[int, int]],
+    session_id: int = 0,
+    epoch: int = 0,
+) -> Any:
+    """A follower's fetch: partition -> (fetch offset, last fetched epoch)."""
+    request = FetchRequest(
+        replica_state=ReplicaState(replica_id=FOLLOWER, replica_epoch=FOLLOWER * 10),
+        max_wait_ms=0,
+        min_bytes=1,
+        session_id=session_id,
+        session_epoch=epoch,
+        topics=(
+            [
+                FetchTopic(
+                    topic_id=topic_id,
+                    partitions=[
+                        FetchPartition(
+                            partition=p,
+                            fetch_offset=o,
+                            last_fetched_epoch=e,
+                            current_leader_epoch=0,
+                            partition_max_bytes=1 << 20,
+                        )
+                        for p, (o, e) in positions.items()
+                    ],
+                )
+            ]
+            if positions
+            else []
+        ),
+    )
+    return answer(handle_fetch(h.state, header(1, VERSION), request))
+
+
+def test_a_quiet_partition_is_left_out_until_records_or_a_new_high_watermark() -> None:
+    async def scenario() -> None:
+        h, topic_id, _ = _leader_with_follower()
+        for index in (0, 1):
+            h.partition("t", index).leader_state.on_append(h.append("t", index))  # type: ignore[union-attr]
+        session = _follower_fetch(h, topic_id, {0: (3, 0), 1: (3, 0)}).session_id
+        assert answered(_follower_fetch(h, topic_id, {}, session, 1)) == {}
+        # Records on partition 0: answered, from the follower's offset.
+        h.partition("t", 0).leader_state.on_append(h.append("t", 0))  # type: ignore[union-attr]
+        news = _follower_fetch(h, topic_id, {}, session, 2)
+        assert set(answered(news)) == {0} and answered(news)[0][2] > 0
+        # A new high watermark on partition 1 (flushed, both replicas at 3): answered.
+        leader = h.partition("t", 1).leader_state
+        assert leader is not None
+        h.flush("t", 1)
+        leader.on_flush(3)
+        assert leader.high_watermark == 3
+        # The follower names partition 0 at its new end: answered (named), no records.
+        moved = _follower_fetch(h, topic_id, {0: (6, 0)}, session, 3)
+        assert answered(moved) == {0: (ErrorCode.NONE, 0, 0), 1: (ErrorCode.NONE, 3, 0)}
+        assert answered(_follower_fetch(h, topic_id, {}, session, 4)) == {}
+
+    asyncio.run(scenario())
+
+
+def test_a_diverging_follower_is_told_on_every_fetch_until_it_truncates() -> None:
+    """The shortcut for quiet partitions never skips the check of the follower's
+    position against the leader's history: a follower whose last epoch the leader does
+    not have hears the diverging epoch again on each fetch, even while it names
+    nothing and stands at the leader's log end."""
+
+    async def scenario() -> None:
+        h, topic_id, _ = _leader_with_follower(1)
+        leader = h.partition("t", 0).leader_state
+        assert leader is not None
+        log = h.partition("t", 0).log
+        log.append_as_leader(batch(2), 0, h.state.now_ms)  # offsets 0-1 in epoch 0
+        log.assign_leader_epoch(1)
+        log.append_as_leader(batch(3), 1, h.state.now_ms)  # offsets 2-4 in epoch 1
+        leader.on_append(5)
+        # The follower stands at the leader's end, 5, but says offset 4 was written in
+        # epoch 0, which ends at 2 here: its records 2-4 are another history.
+        first = _follower_fetch(h, topic_id, {0: (5, 0)})
+        data = first.responses[0].partitions[0]
+        assert (data.diverging_epoch.epoch, data.diverging_epoch.end_offset) == (0, 2)
+        for epoch in (1, 2):
+            again = _follower_fetch(h, topic_id, {}, first.session_id, epoch)
+            diverging = again.responses[0].partitions[0].diverging_epoch
+            assert (diverging.epoch, diverging.end_offset) == (0, 2)
+        # Never counted as holding those records: the high watermark stays at 0.
+        h.flush("t", 0)
+        leader.on_flush(5)
+        assert leader.high_watermark == 0
 
     asyncio.run(scenario())

@@ -76,6 +76,11 @@ class CachedPartition:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
+    checked_by: object | None = None
+    """For a follower's session: the leader state (of one leader epoch) that last found
+    ``checked_position`` on its history, None when the last check failed or is stale."""
+    checked_position: tuple[int, int] = (-1, -1)
+    """The fetch offset and last fetched epoch of that check."""
 
     def must_answer(self, data: PartitionData) -> bool:
         """Whether an incremental answer carries ``data``; remembers what it says."""
@@ -138,10 +143,10 @@ class FetchContext:
         shaped: list[FetchableTopicResponse] = []
         moved: list[SessionKey] = []
         for topic, out in zip(self.topics, responses, strict=True):
-            invariant(len(out.partitions) == len(topic.partitions), "partitions out of step")
+            # A handler may leave out a partition it found quiet (no PartitionData).
             kept: list[PartitionData] = []
-            for wanted, data in zip(topic.partitions, out.partitions, strict=True):
-                key = (topic.topic_id, topic.topic, wanted.partition)
+            for data in out.partitions:
+                key = (topic.topic_id, topic.topic, data.partition_index)
                 cached = session.partitions.get(key)
                 if cached is None:
                     continue  # forgotten by a request that overtook this one: never here

@@ -11,13 +11,14 @@ answer waits for new records (``AwaitData``) up to ``max_wait_ms``.
 from __future__ import annotations
 
 from odradek.broker.effects import AwaitData, Outcome, Reply
-from odradek.broker.fetch_session import FetchContext
+from odradek.broker.fetch_session import CachedPartition, FetchContext
 from odradek.broker.leader_hints import leader_hint
 from odradek.broker.partition import LogEpochs
 from odradek.broker.state import BrokerState
 from odradek.core.errors import LogOfflineError, OffsetOutOfRangeError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import FetchRequest, FetchResponse
+from odradek.protocol.messages.fetch_request import FetchPartition
 from odradek.protocol.messages.fetch_response import (
     EpochEndOffset,
     FetchableTopicResponse,
@@ -36,6 +37,46 @@ def replica_of(version: int, request: FetchRequest) -> int:
     return request.replica_id
 
 
+def _quiet(
+    state: BrokerState,
+    key: tuple[str, int],
+    wanted: FetchPartition,
+    cached: CachedPartition,
+    replica: int,
+    replica_epoch: int,
+) -> bool:
+    """A session partition with nothing to answer, settled without building its answer:
+    the follower still stands where this leader last found it on its history, has read
+    to the log end, and has heard the current high watermark and log start. It counts as
+    fetched (its caught-up time moves on) and is left out of the answer. Anything else,
+    or any doubt, takes the full path."""
+    partition = state.partitions.get(key)
+    if partition is None:
+        return False
+    leader = partition.leader_state
+    if leader is None or leader is not cached.checked_by or leader.is_obsolete:
+        return False
+    if cached.checked_position != (wanted.fetch_offset, wanted.last_fetched_epoch):
+        return False
+    log = partition.log
+    high_watermark = leader.high_watermark
+    if (
+        log.offline is not None
+        or log.log_end_offset != wanted.fetch_offset
+        or high_watermark != cached.high_watermark
+        or high_watermark != cached.last_stable_offset
+        or log.log_start_offset != cached.log_start_offset
+    ):
+        return False
+    partition.follower_broker_epochs[replica] = replica_epoch
+    change = leader.on_follower_fetch(replica, wanted.fetch_offset, state.now_ms)
+    if change.error != ErrorCode.NONE:
+        return False  # the full path answers the error
+    if change.recheck_acks:
+        state.replication_changed(key)
+    return True
+
+
 def attempt(
     state: BrokerState,
     version: int,
@@ -52,14 +93,29 @@ def attempt(
     budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
     responses: list[FetchableTopicResponse] = []
     watched: set[tuple[str, int]] = set()
+    session = context.session if context.incremental else None
+    replica_epoch = request.replica_state.replica_epoch
     for topic in context.topics:
         name = state.fetched_topic_name(topic.topic, topic.topic_id, version >= TOPIC_IDS_VERSION)
         out = FetchableTopicResponse(topic=topic.topic, topic_id=topic.topic_id)
         responses.append(out)
         for wanted in topic.partitions:
+            key = (name, wanted.partition)
+            cached = None
+            if session is not None:
+                session_key = (topic.topic_id, topic.topic, wanted.partition)
+                cached = session.partitions.get(session_key)
+                if (
+                    cached is not None
+                    and session_key not in context.named
+                    and _quiet(state, key, wanted, cached, replica, replica_epoch)
+                ):
+                    watched.add(key)
+                    continue
+            if cached is not None:
+                cached.checked_by = None
             data = PartitionData(partition_index=wanted.partition, high_watermark=-1, records=b"")
             out.partitions.append(data)
-            key = (name, wanted.partition)
             partition = state.partitions.get(key)
             leader = partition.leader_state if partition is not None else None
             if partition is None or leader is None:
@@ -92,11 +148,14 @@ def attempt(
             if not log.log_start_offset <= wanted.fetch_offset <= log.log_end_offset:
                 data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue
-            partition.follower_broker_epochs[replica] = request.replica_state.replica_epoch
+            partition.follower_broker_epochs[replica] = replica_epoch
             change = leader.on_follower_fetch(replica, wanted.fetch_offset, state.now_ms)
             if change.error != ErrorCode.NONE:
                 data.error_code = change.error
                 continue
+            if cached is not None:
+                cached.checked_by = leader
+                cached.checked_position = (wanted.fetch_offset, wanted.last_fetched_epoch)
             if change.recheck_acks:
                 state.replication_changed(key)
             data.high_watermark = leader.high_watermark

@@ -525,9 +525,16 @@ class PartitionLeader:
             follower.last_caught_up_time_ms = max(
                 follower.last_caught_up_time_ms, follower.last_fetch_time_ms
             )
+        moved = fetch_offset != follower.log_end_offset
         follower.log_end_offset = fetch_offset
         follower.last_fetch_leader_log_end_offset = self._log_end_offset
         follower.last_fetch_time_ms = now_ms
+        if not moved:
+            # The high watermark was last computed with this very end offset (every other
+            # input recomputes it when it changes): it cannot move now. A follower in a
+            # fetch session is counted for each of its partitions on every fetch, so this
+            # is the common case.
+            return self._unchanged()
         return self._after_change()
 
     # --- ISR changes -----------------------------------------------------------------
