@@ -222,11 +222,15 @@ class ReplicationService:
         errors: dict[tuple[str, int], int] = {}
         try:
             async with asyncio.timeout(max(timeout_ms, 1) / 1000):
-                await asyncio.gather(*futures.values())
+                if len(futures) == 1:  # the common case: one turn of the loop less
+                    await next(iter(futures.values()))
+                else:
+                    await asyncio.gather(*futures.values())
         except TimeoutError:
             pass
         for key, future in futures.items():
-            if future.done():
+            # The timeout cancels the futures still waiting: those timed out.
+            if future.done() and not future.cancelled():
                 if future.result() != ErrorCode.NONE:
                     errors[key] = future.result()
             else:
