@@ -4,6 +4,7 @@ incremental answer carries, and every way a session request is refused."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from typing import Any
 
@@ -366,5 +367,28 @@ def test_a_diverging_follower_is_told_on_every_fetch_until_it_truncates() -> Non
         h.flush("t", 0)
         leader.on_flush(5)
         assert leader.high_watermark == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_new_leader_epoch_here_is_checked_again_although_the_follower_names_nothing() -> None:
+    """A quiet partition is settled without checks only for the leader (of one leader
+    epoch) that checked it. When this node leads again in a newer epoch, a follower that
+    has not seen the new metadata and names nothing is told FENCED_LEADER_EPOCH at once,
+    instead of being counted as fetching under an epoch it does not know."""
+
+    async def scenario() -> None:
+        h, topic_id, service = _leader_with_follower(1)
+        partition = h.partition("t", 0)
+        leader = partition.leader_state
+        assert leader is not None
+        leader.on_append(h.append("t", 0))
+        first = _follower_fetch(h, topic_id, {0: (3, 0)})
+        assert answered(_follower_fetch(h, topic_id, {}, first.session_id, 1)) == {}
+        image = h.image.topics_by_name["t"].partitions[0]
+        service.new_role(partition, dataclasses.replace(image, leader_epoch=1), 0)
+        assert partition.leader_state is not None and partition.leader_state is not leader
+        again = _follower_fetch(h, topic_id, {}, first.session_id, 2)
+        assert answered(again) == {0: (ErrorCode.FENCED_LEADER_EPOCH, -1, 0)}
 
     asyncio.run(scenario())

@@ -6,6 +6,10 @@ reported to the partition's :class:`~odradek.replication.leader.PartitionLeader`
 may then move the high watermark. Records go up to the log end, not the high watermark:
 a follower must be able to hold what the leader holds before it is counted. An empty
 answer waits for new records (``AwaitData``) up to ``max_wait_ms``.
+
+In an incremental fetch session, a partition the request does not name whose position
+this same leader (one leader epoch) already found on its history, and which has nothing
+new, skips the checks and its answer (``_quiet``): it only counts as fetched again.
 """
 
 from __future__ import annotations

@@ -114,7 +114,7 @@ from odradek.shell.controller_service import ControllerService
 from odradek.shell.peer_client import PeerPool, PeerUnavailable, bind_outgoing_connections
 from odradek.shell.quorum import NotController, QuorumConfig, QuorumDriver
 from odradek.shell.real_fs import RealFileSystem
-from odradek.shell.replication import ReplicationService
+from odradek.shell.replication import ReplicationService, wait_all
 from odradek.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
 from odradek.storage.fs import FileSystem, join, write_file_atomically
 from odradek.storage.group_commit import FlushWaiters
@@ -1227,7 +1227,7 @@ class Node:
             self._pending_flush.setdefault(key, []).append((offset, future))
             futures.append(future)
         self._flush_wakeup.set()
-        await _all_of(futures)
+        await wait_all(futures)
 
     async def _flusher(self) -> None:
         """One flush per wake-up covers every append since the last: group commit."""
@@ -1437,15 +1437,6 @@ async def send_frame(writer: asyncio.StreamWriter, chunks: list[Records]) -> Non
                 await loop.sendfile(transport, file, position, length)
     writer.writelines(pending)
     await writer.drain()
-
-
-async def _all_of(futures: list[asyncio.Future[None]]) -> None:
-    """Wait for every future; one alone is awaited directly (``gather`` costs a turn of
-    the event loop more, on the path of every acks=all produce)."""
-    if len(futures) == 1:
-        await futures[0]
-    else:
-        await asyncio.gather(*futures)
 
 
 def _sendfile_now(sock: Any, fd: int, position: int, length: int) -> int:

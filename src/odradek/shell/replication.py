@@ -40,7 +40,6 @@ from odradek.protocol.messages.alter_partition_response import (
 )
 from odradek.protocol.messages.fetch_response import PartitionData as FetchResponsePartition
 from odradek.replication.fetch_session import (
-    FINAL_EPOCH,
     Answer,
     FetchSessionHandler,
     PartitionKey,
@@ -222,10 +221,7 @@ class ReplicationService:
         errors: dict[tuple[str, int], int] = {}
         try:
             async with asyncio.timeout(max(timeout_ms, 1) / 1000):
-                if len(futures) == 1:  # the common case: one turn of the loop less
-                    await next(iter(futures.values()))
-                else:
-                    await asyncio.gather(*futures.values())
+                await wait_all(list(futures.values()))
         except TimeoutError:
             pass
         for key, future in futures.items():
@@ -358,25 +354,21 @@ class ReplicationService:
         fetches: dict[tuple[str, int], tuple[LocalPartition, FollowerFetch]],
         wait_ms: int,
         max_bytes: int,
-        throttled: set[tuple[str, int]] | None = None,
-        session: FetchSessionHandler | None = None,
+        throttled: set[tuple[str, int]],
+        session: FetchSessionHandler,
     ) -> tuple[FetchRequest, SessionRequest]:
-        """The Fetch for ``fetches``: with ``session`` (the leader's), an incremental one
-        when the session allows, naming only what moved; else a full one, no session."""
+        """The Fetch for ``fetches`` in ``session`` (the leader's): an incremental one when
+        the session allows, naming only what moved; else a full one."""
         wanted: dict[PartitionKey, Position] = {}
         for partition, fetch in fetches.values():
-            limited = throttled is not None and partition.key in throttled
+            limited = partition.key in throttled
             wanted[(partition.topic_id, partition.index)] = (
                 fetch.current_leader_epoch,
                 fetch.fetch_offset,
                 fetch.last_fetched_epoch,
                 self.throttle.max_bytes(max_bytes) if limited else max_bytes,
             )
-        asked = (
-            session.build(wanted)
-            if session is not None
-            else SessionRequest(0, FINAL_EPOCH, wanted, [], wanted)
-        )
+        asked = session.build(wanted)
         topics: dict[Any, list[fq.FetchPartition]] = {}
         for (topic_id, index), (epoch, offset, last_epoch, limit) in asked.send.items():
             topics.setdefault(topic_id, []).append(
@@ -635,6 +627,15 @@ class ReplicationService:
             await pool.close()
         for key in list(self._waiters):
             self.fail_waiters(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
+async def wait_all(futures: list[asyncio.Future[Any]]) -> None:
+    """Wait for every future; one alone is awaited directly (``gather`` costs a turn of
+    the event loop more, on the path of every acks=all produce)."""
+    if len(futures) == 1:
+        await futures[0]
+    else:
+        await asyncio.gather(*futures)
 
 
 def _records_bytes(response: Any, keys: set[tuple[str, int]], state: BrokerState) -> int:
