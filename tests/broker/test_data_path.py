@@ -15,6 +15,7 @@ from odradek.broker.produce import handle_produce
 from odradek.broker.state import BrokerSettings, BrokerState
 from odradek.broker.topics import handle_create_topics, handle_metadata
 from odradek.controller.image import MetadataImage
+from odradek.core.errors import LogOfflineError
 from odradek.protocol.api import RequestHeader
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import (
@@ -73,9 +74,13 @@ class Harness:
                 self.sync()
                 outcome = outcome.then()
             elif isinstance(outcome, AwaitFlush):
+                failed = set()
                 for key in outcome.offsets:
-                    self.state.partitions[key].log.flush(0)
-                outcome = outcome.then()
+                    try:
+                        self.state.partitions[key].log.flush(0)
+                    except LogOfflineError:
+                        failed.add(key)
+                outcome = outcome.then(frozenset(failed))
             elif isinstance(outcome, AwaitData):
                 outcome = outcome.then(True)
 

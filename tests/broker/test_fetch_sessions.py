@@ -226,8 +226,8 @@ def test_a_follower_displaces_a_consumer_session_from_a_full_cache() -> None:
     assert answer(fetch(h, {0: 0}, topic_id, epoch=0)).session_id == 0
 
 
-async def _flushed(offsets: dict[tuple[str, int], int]) -> None:
-    return None
+async def _flushed(offsets: dict[tuple[str, int], int]) -> frozenset[tuple[str, int]]:
+    return frozenset()
 
 
 def test_a_follower_in_a_session_stays_caught_up_while_it_names_nothing() -> None:

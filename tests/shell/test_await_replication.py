@@ -13,8 +13,8 @@ from tests.broker.harness import new_harness
 FOLLOWER = 2
 
 
-async def _flushed(offsets: dict[tuple[str, int], int]) -> None:
-    return None
+async def _flushed(offsets: dict[tuple[str, int], int]) -> frozenset[tuple[str, int]]:
+    return frozenset()
 
 
 def test_a_produce_the_replicas_do_not_confirm_in_time_gets_request_timed_out() -> None:

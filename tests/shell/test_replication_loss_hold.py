@@ -15,8 +15,8 @@ from tests.broker.harness import new_harness
 LEADER = 2
 
 
-async def _flushed(offsets: dict[tuple[str, int], int]) -> None:
-    return None
+async def _flushed(offsets: dict[tuple[str, int], int]) -> frozenset[tuple[str, int]]:
+    return frozenset()
 
 
 def test_a_replica_that_dropped_records_waits_for_its_report_before_fetching_again() -> None:

@@ -17,8 +17,8 @@ LEADER = 2
 SESSION = 9
 
 
-async def _flushed(offsets: dict[tuple[str, int], int]) -> None:
-    return None
+async def _flushed(offsets: dict[tuple[str, int], int]) -> frozenset[tuple[str, int]]:
+    return frozenset()
 
 
 def test_the_fetcher_names_only_what_moved_and_refetches_what_was_left_out() -> None:

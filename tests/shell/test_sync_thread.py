@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from odradek.shell.node import SyncThread
+from odradek.shell.group_commit import SyncThread
 
 
 class Ticket:

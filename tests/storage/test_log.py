@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from odradek.core.errors import InvariantError, LogOfflineError, OffsetOutOfRangeError
+from odradek.core.errors import InvalidRecordBatchError, LogOfflineError, OffsetOutOfRangeError
 from odradek.protocol.record_batch import decode_records, iter_batches, validate_batches
 from odradek.storage import quarantine
 from odradek.storage.log import LogConfig, PartitionLog
@@ -70,8 +70,26 @@ def test_follower_append_keeps_offsets_and_learns_epochs() -> None:
     assert read_all(follower) == read_all(leader)
     assert follower.epochs.entries() == [(1, 0), (3, 2)]
     stale = bytearray(read_all(leader)[0][1])
-    with pytest.raises(InvariantError):
-        follower.append_as_follower(memoryview(stale), 0)  # offset 0 again: not the log end
+    # Offset 0 again, not the log end: the leader broke the protocol, nothing is appended.
+    with pytest.raises(InvalidRecordBatchError, match="UNEXPECTED_OFFSET"):
+        follower.append_as_follower(memoryview(stale), 0)
+    assert read_all(follower) == read_all(leader)
+
+
+@pytest.mark.parametrize("code", [errno.EIO, errno.ENOSPC])
+def test_a_disk_error_in_a_follower_append_takes_the_log_offline(code: int) -> None:
+    """A follower append is guarded like a leader's: the OSError becomes the log's
+    offline state (LogOfflineError), never an OSError that ends the fetcher."""
+    leader = new_log(new_disk(1))
+    leader.append_as_leader(memoryview(batch(2)), 1, 0)
+    disk = new_disk(2)
+    follower = new_log(disk)
+    disk.fail_next("append", code)
+    with pytest.raises(LogOfflineError):
+        follower.append_as_follower(memoryview(bytearray(read_all(leader)[0][1])), 0)
+    assert follower.offline is not None and "append_as_follower" in follower.offline
+    with pytest.raises(LogOfflineError):
+        follower.read(0, 100)
 
 
 def test_segments_roll_on_size_time_and_full_index() -> None:

@@ -34,10 +34,11 @@ class CommitRecords:
 
 @dataclass(frozen=True, slots=True)
 class AwaitFlush:
-    """Wait until each ``(topic, partition)`` is flushed up to its offset; then go on."""
+    """Wait until each ``(topic, partition)`` is flushed up to its offset; then go on
+    with the partitions whose flush failed (their log went offline, or lost the records)."""
 
     offsets: dict[tuple[str, int], int]
-    then: Callable[[], Outcome]
+    then: Callable[[frozenset[tuple[str, int]]], Outcome]
 
 
 @dataclass(frozen=True, slots=True)

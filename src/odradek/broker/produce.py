@@ -125,7 +125,8 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
                 )
             if leader is not None:
                 leader.on_append(partition.log.log_end_offset)
-                state.records_appended(key)
+            # Whatever the acks: the node schedules the flush that makes it visible.
+            state.records_appended(key)
             result.base_offset = info.first_offset
             result.log_start_offset = partition.log.log_start_offset
             if acks == -1:
@@ -139,7 +140,10 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
         return Reply(response)
     if state.settings.flush_before_ack:
         return AwaitFlush(
-            waits, lambda: _after_flush(state, response, waits, appended, request.timeout_ms)
+            waits,
+            lambda failed: _after_flush(
+                state, response, waits, appended, request.timeout_ms, failed
+            ),
         )
     return _await_replication(state, response, waits, appended, request.timeout_ms)
 
@@ -168,15 +172,17 @@ def _after_flush(
     waits: dict[tuple[str, int], int],
     appended: dict[tuple[str, int], LocalPartition],
     timeout_ms: int,
+    failed: frozenset[tuple[str, int]],
 ) -> Outcome:
+    """A batch whose flush failed is never acknowledged, nor waited on further."""
     for topic in response.responses:
         for result in topic.partition_responses:
             key = (topic.name, result.index)
-            partition = state.partitions.get(key)
-            if key in waits and (partition is None or partition.log.offline is not None):
+            if key in failed and result.error_code == ErrorCode.NONE:
                 result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
                 result.error_message = "the log went offline before the batch was flushed"
-    return _await_replication(state, response, waits, appended, timeout_ms)
+    durable = {key: offset for key, offset in waits.items() if key not in failed}
+    return _await_replication(state, response, durable, appended, timeout_ms)
 
 
 def _await_replication(

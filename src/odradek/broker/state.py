@@ -58,7 +58,9 @@ class BrokerState:
     """Called when a partition's high watermark or ISR moved (a follower's fetch): the
     shell completes acks=all produces and wakes consumers waiting on it."""
     records_appended: Callable[[tuple[str, int]], None] = _ignore
-    """Called when a leader appended records: the shell wakes followers' fetches."""
+    """Called when a leader appended records: the shell schedules a group-commit flush
+    (with flush-before-ack nothing becomes visible before it) and wakes followers'
+    fetches."""
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
     """Incremental fetch sessions (KIP-227) of consumers and followers."""
 

@@ -26,10 +26,8 @@ import io
 import json
 import logging
 import os
-import queue
 import random
 import signal
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -111,14 +109,14 @@ from odradek.shell import controller_service
 from odradek.shell.broker_lifecycle import BrokerLifecycle
 from odradek.shell.clock import now_ms
 from odradek.shell.controller_service import ControllerService
+from odradek.shell.group_commit import GroupCommit
 from odradek.shell.peer_client import PeerPool, PeerUnavailable, bind_outgoing_connections
 from odradek.shell.quorum import NotController, QuorumConfig, QuorumDriver
 from odradek.shell.real_fs import RealFileSystem
-from odradek.shell.replication import ReplicationService, wait_all
+from odradek.shell.replication import ReplicationService
 from odradek.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
 from odradek.storage.fs import FileSystem, join, write_file_atomically
-from odradek.storage.group_commit import FlushWaiters
-from odradek.storage.log import FlushTicket, LogConfig, PartitionLog
+from odradek.storage.log import LogConfig, PartitionLog
 from odradek.storage.log_dir import LogDir
 from odradek.storage.producer_snapshot import (
     delete_snapshots_after,
@@ -202,16 +200,9 @@ class Node:
         # Metadata bytes committed since the last snapshot, and when it was taken.
         self._snapshot_bytes = 0
         self._snapshot_taken_ms = now_ms()
-        self._flush_waiters: FlushWaiters[tuple[tuple[str, int], asyncio.Future[None]]] = (
-            FlushWaiters()
+        self.group_commit = GroupCommit(
+            lambda: self.state.partitions.values(), self.state.partitions.get, self._on_flushed
         )
-        self._pending_flush: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = {}
-        self._covered_waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[None]]]] = {}
-        # Held while fsyncs run on a worker thread: nothing may close or cut a log's
-        # files meanwhile (retention, topic deletion).
-        self._io_lock = asyncio.Lock()
-        self._sync_thread = SyncThread()
-        self._flush_wakeup = asyncio.Event()
         self._data_waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         server = config.server
@@ -459,6 +450,23 @@ class Node:
             if not future.done():
                 future.set_result(None)
 
+    def _on_flushed(self, partition: LocalPartition) -> None:
+        """A flush covered ``partition``: its high watermark may move; readers retry."""
+        if self.replication is not None:
+            self.replication.on_flushed(partition)
+        self._wake_readers(partition.key)
+
+    def _records_appended(self, key: tuple[str, int]) -> None:
+        """A leader appended to ``key``: flush it soon, and wake its long polls.
+
+        Every append leads to a group-commit flush, whatever its ``acks``: with
+        flush-before-ack the high watermark passes only fsynced records, so an acks=0
+        or acks=1 append that nobody waits on would otherwise stay invisible to consumers
+        until some later acks=all produce forced a flush.
+        """
+        self.group_commit.request_flush()
+        self._wake_readers(key)
+
     def _lifecycle_task_cancel(self) -> None:
         if self._lifecycle_task is not None:
             self._lifecycle_task.cancel()
@@ -482,13 +490,13 @@ class Node:
         self.replication = ReplicationService(
             self.state,
             cfg.server,
-            self._await_flush,
+            self.group_commit.await_flush,
             lambda: self.lifecycle.broker_epoch if self.lifecycle is not None else -1,
             self._controller_address,
             self._wake_readers,
             lambda report: self.lifecycle.report_loss(report) if self.lifecycle else None,
         )
-        self.state.records_appended = self._wake_readers
+        self.state.records_appended = self._records_appended
         self._sync_partitions()
         self._load_offsets_partitions()
         self._server = await asyncio.start_server(
@@ -515,7 +523,7 @@ class Node:
         self._tasks += [
             self._lifecycle_task,
             asyncio.create_task(self.replication.isr_ticker()),
-            asyncio.create_task(self._flusher()),
+            asyncio.create_task(self.group_commit.run()),
             asyncio.create_task(self._housekeeping()),
             asyncio.create_task(self._group_ticker()),
         ]
@@ -549,8 +557,7 @@ class Node:
         if self.replication is not None:
             await self.replication.close()
         await self._forward_peers.close()
-        self._flush_all()
-        self._sync_thread.stop()
+        self.group_commit.flush_all()
         self._snapshot_producers()
         if self.log_dir is not None:
             self.log_dir.checkpoint()
@@ -802,7 +809,7 @@ class Node:
         topic, or a replica a reassignment moved away). Not while a flush runs on a
         worker thread: it may hold the log's handles, so the deletion waits for it."""
         assert self.log_dir is not None
-        if not self._io_lock.locked():
+        if not self.group_commit.io_lock.locked():
             self.log_dir.delete_log(*key)
             return
         victim = self.log_dir.logs[key]
@@ -811,7 +818,7 @@ class Node:
         task.add_done_callback(self._connections.discard)
 
     async def _delete_log_after_flush(self, key: tuple[str, int], victim: PartitionLog) -> None:
-        async with self._io_lock:
+        async with self.group_commit.io_lock:
             # Hosted again meanwhile (a cancelled move): the copy is kept and reused.
             if (
                 self.log_dir is not None
@@ -950,10 +957,8 @@ class Node:
     async def _complete_group_write(
         self, write: Write, partition: LocalPartition, end_offset: int
     ) -> None:
-        await self._await_flush({partition.key: end_offset})
-        error: int = (
-            ErrorCode.NONE if partition.log.offline is None else ErrorCode.KAFKA_STORAGE_ERROR
-        )
+        failed = await self.group_commit.await_flush({partition.key: end_offset})
+        error: int = ErrorCode.KAFKA_STORAGE_ERROR if failed else ErrorCode.NONE
         if error == ErrorCode.NONE and self.replication is not None:
             # Durable here is not enough: the in-sync replicas must hold it too.
             errors = await self.replication.await_replication(
@@ -1198,8 +1203,8 @@ class Node:
                 assert self.controller is not None
                 return await self.controller.handle(outcome, dispatch.peer)
             elif isinstance(outcome, AwaitFlush):
-                await self._await_flush(outcome.offsets)
-                outcome = outcome.then()
+                failed = await self.group_commit.await_flush(outcome.offsets)
+                outcome = outcome.then(failed)
             elif isinstance(outcome, AwaitReplication):
                 assert self.replication is not None
                 errors = await self.replication.await_replication(
@@ -1217,101 +1222,7 @@ class Node:
     async def _send(self, writer: asyncio.StreamWriter, chunks: list[Records]) -> None:
         await send_frame(writer, chunks)
 
-    # --- Group commit and long polls ---------------------------------------------------
-
-    async def _await_flush(self, offsets: dict[tuple[str, int], int]) -> None:
-        loop = asyncio.get_running_loop()
-        futures = []
-        for key, offset in offsets.items():
-            future: asyncio.Future[None] = loop.create_future()
-            self._pending_flush.setdefault(key, []).append((offset, future))
-            futures.append(future)
-        self._flush_wakeup.set()
-        await wait_all(futures)
-
-    async def _flusher(self) -> None:
-        """One flush per wake-up covers every append since the last: group commit."""
-        while True:
-            await self._flush_wakeup.wait()
-            self._flush_wakeup.clear()
-            # Let every request already read from the sockets append first.
-            await asyncio.sleep(0)
-            try:
-                await self._flush_in_thread()
-            except Exception:
-                # Without the flusher no acks=all produce and no follower fetch ever
-                # completes again: say so loudly instead of hanging silently.
-                log.exception("the group-commit flusher failed")
-                raise
-
-    def _flush_all(self) -> None:
-        """Flush on this thread (at stop, when nothing else runs)."""
-        tickets = self._begin_flushes()
-        for partition, ticket in tickets:
-            try:
-                ticket.run()
-            except OSError as e:
-                log.error("%s", partition.log.fail_flush(ticket, e))
-        self._finish_flushes(tickets)
-
-    async def _flush_in_thread(self) -> None:
-        """Group commit: the fsyncs of every dirty log run on a worker thread while the
-        event loop goes on accepting appends (which the next flush covers)."""
-        async with self._io_lock:
-            tickets = self._begin_flushes()
-            failures = await self._sync_thread.run(tickets)
-            for partition, ticket in tickets:
-                error = failures.get(id(ticket))
-                if error is not None:
-                    log.error("%s", partition.log.fail_flush(ticket, error))
-            self._finish_flushes(tickets)
-
-    def _begin_flushes(self) -> list[tuple[LocalPartition, FlushTicket]]:
-        tickets = []
-        for partition in list(self.state.partitions.values()):
-            partition_log = partition.log
-            if partition_log.offline is not None:
-                continue
-            if partition_log.recovery_point < partition_log.log_end_offset:
-                try:
-                    tickets.append((partition, partition_log.begin_flush()))
-                except LogOfflineError as e:
-                    log.error("%s", e)
-        # Waiters registered from here on need a later flush.
-        self._covered_waiters, self._pending_flush = self._pending_flush, {}
-        return tickets
-
-    def _finish_flushes(self, tickets: list[tuple[LocalPartition, FlushTicket]]) -> None:
-        now = now_ms()
-        for partition, ticket in tickets:
-            if partition.log.offline is None:
-                partition.log.finish_flush(ticket, now)
-        for waiters in self._covered_waiters.values():
-            for _, future in waiters:
-                if not future.done():
-                    future.set_result(None)
-        self._covered_waiters = {}
-        # A waiter that arrived during the fsyncs may already be covered (its partition
-        # was flushed past its offset): release it now rather than at the next flush.
-        for key, waiters in list(self._pending_flush.items()):
-            hosted = self.state.partitions.get(key)
-            if hosted is None:
-                continue
-            durable = hosted.log.recovery_point
-            for _, future in [w for w in waiters if w[0] <= durable]:
-                if not future.done():
-                    future.set_result(None)
-            remaining = [w for w in waiters if w[0] > durable]
-            if remaining:
-                self._pending_flush[key] = remaining
-            else:
-                del self._pending_flush[key]
-        if self._pending_flush:
-            self._flush_wakeup.set()
-        for partition, _ in tickets:
-            if self.replication is not None:
-                self.replication.on_flushed(partition)
-            self._wake_readers(partition.key)
+    # --- Long polls ------------------------------------------------------------------
 
     async def _await_data(self, partitions: frozenset[tuple[str, int]], deadline_ms: int) -> bool:
         loop = asyncio.get_running_loop()
@@ -1319,7 +1230,7 @@ class Node:
         for key in partitions:
             self._data_waiters.setdefault(key, set()).add(future)
         if not self.config.settings.flush_before_ack:
-            self._flush_wakeup.set()
+            self.group_commit.request_flush()
         try:
             async with asyncio.timeout(max(deadline_ms - now_ms(), 0) / 1000):
                 await future
@@ -1338,10 +1249,10 @@ class Node:
             await asyncio.sleep(0.5)
             now = now_ms()
             if any(p.log.needs_flush(now) for p in self.state.partitions.values()):
-                self._flush_wakeup.set()
+                self.group_commit.request_flush()
             if now - last_retention >= cfg.retention_check_interval_ms:
                 last_retention = now
-                async with self._io_lock:
+                async with self.group_commit.io_lock:
                     for partition in self.state.partitions.values():
                         if partition.log.offline is None:
                             with contextlib.suppress(LogOfflineError):
@@ -1455,79 +1366,6 @@ def _sendfile_now(sock: Any, fd: int, position: int, length: int) -> int:
             break  # the file is shorter than asked: asyncio's path raises for it
         sent += n
     return sent
-
-
-class SyncThread:
-    """The thread that runs each group commit's fsyncs while the event loop goes on.
-
-    One long-lived thread fed by a queue: handing it a flush costs a queue put and, when
-    done, one ``call_soon_threadsafe``, where ``asyncio.to_thread`` builds an executor
-    future, a work item and a chained asyncio future for every flush. The follower's
-    flush is on the path of every acks=all produce, so the handoff counts.
-    """
-
-    def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[_SyncJob | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-
-    async def run(self, tickets: list[tuple[LocalPartition, FlushTicket]]) -> dict[int, OSError]:
-        """Run the tickets' fsyncs on the thread; the failures by ticket id."""
-        loop = asyncio.get_running_loop()
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._work, name="odradek-fsync", daemon=True)
-            self._thread.start()
-        future: asyncio.Future[dict[int, OSError]] = loop.create_future()
-        self._jobs.put((tickets, loop, future))
-        return await future
-
-    def stop(self) -> None:
-        """Let the thread end once the job it runs (if any) is done."""
-        if self._thread is not None:
-            self._jobs.put(None)
-            self._thread = None
-
-    def _work(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            tickets, loop, future = job
-            outcome: dict[int, OSError] | BaseException
-            try:
-                outcome = _run_tickets(tickets)
-            except BaseException as e:  # handed to the waiting coroutine, which raises it
-                outcome = e
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(_settle, future, outcome)
-
-
-_SyncJob = tuple[
-    list[tuple[LocalPartition, FlushTicket]],
-    asyncio.AbstractEventLoop,
-    "asyncio.Future[dict[int, OSError]]",
-]
-
-
-def _settle(
-    future: asyncio.Future[dict[int, OSError]], outcome: dict[int, OSError] | BaseException
-) -> None:
-    if future.done():
-        return  # the flusher was cancelled (the node is stopping)
-    if isinstance(outcome, BaseException):
-        future.set_exception(outcome)
-    else:
-        future.set_result(outcome)
-
-
-def _run_tickets(tickets: list[tuple[LocalPartition, FlushTicket]]) -> dict[int, OSError]:
-    """On a worker thread: run each ticket's fsyncs; collect failures by ticket."""
-    failures: dict[int, OSError] = {}
-    for _, ticket in tickets:
-        try:
-            ticket.run()
-        except OSError as e:
-            failures[id(ticket)] = e
-    return failures
 
 
 def _batches(partition_log: PartitionLog, start: int | None = None) -> Iterator[bytes]:

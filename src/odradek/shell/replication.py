@@ -30,7 +30,7 @@ from odradek.broker.state import BrokerState
 from odradek.controller.elr import min_insync_replicas
 from odradek.controller.image import CONFIG_RESOURCE_BROKER, PartitionImage
 from odradek.controller.unclean_history import LossReport, truncation_loss
-from odradek.core.errors import LogOfflineError
+from odradek.core.errors import LogOfflineError, RemoteProtocolError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import AlterPartitionRequest, FetchRequest
 from odradek.protocol.messages import alter_partition_request as apr
@@ -77,7 +77,7 @@ class ReplicationService:
         self,
         state: BrokerState,
         server: ServerConfig,
-        await_flush: Callable[[dict[tuple[str, int], int]], Awaitable[None]],
+        await_flush: Callable[[dict[tuple[str, int], int]], Awaitable[frozenset[tuple[str, int]]]],
         broker_epoch: Callable[[], int],
         controller_address: Callable[[], tuple[str, int] | None],
         wake_readers: Callable[[tuple[str, int]], None],
@@ -297,18 +297,24 @@ class ReplicationService:
             flush_offsets = self._apply_fetch(fetches, response, answer)
             if flush_offsets:
                 # The next fetch reports these offsets to the leader, which counts them
-                # towards the high watermark: they must be durable here first.
-                await self.await_flush(flush_offsets)
+                # towards the high watermark: they must be durable here first. A partition
+                # whose flush failed is offline now and is not fetched (nor reported) again.
+                for key in await self.await_flush(flush_offsets):
+                    log.error("%s-%d: not durable here; no longer fetched", *key)
 
     def next_fetches(
         self, leader_id: int, now: int, throttled: set[tuple[str, int]]
     ) -> dict[tuple[str, int], tuple[LocalPartition, FollowerFetch]]:
         """What the next fetch from ``leader_id`` asks for: every followed partition
-        whose follower wants a fetch, but none that waits for its loss report to be
-        recorded, and no throttled one once the catch-up budget is spent."""
+        whose follower wants a fetch, but none whose log is offline here (its log end
+        may not be durable: reporting it would let the high watermark pass records this
+        replica may not have), none that waits for its loss report to be recorded, and
+        no throttled one once the catch-up budget is spent."""
         fetches: dict[tuple[str, int], tuple[LocalPartition, FollowerFetch]] = {}
         for partition in self._followed_from(leader_id):
             assert partition.follower_state is not None
+            if partition.log.offline is not None:
+                continue
             if self._awaits_loss_record(partition.key):
                 continue
             if partition.key in throttled and not self.throttle.allows(now):
@@ -435,7 +441,22 @@ class ReplicationService:
             try:
                 self._carry_out(partition, follower, decision, data, now, flush, high_watermark)
             except LogOfflineError as e:
+                # The log dir's failure handling takes it from here; this fetcher goes on
+                # with the partitions that still work.
                 log.error("%s-%d: %s", partition.topic, partition.index, e)
+            except RemoteProtocolError as e:
+                # Records from the leader that do not validate or do not continue this
+                # log: never appended. Kafka's fetcher logs and fetches them again, as
+                # the fault may be passing (a torn read); the other partitions go on.
+                log.error(
+                    "%s-%d: invalid records from leader %d at offset %d, fetching again: %s",
+                    partition.topic,
+                    partition.index,
+                    follower.leader_id,
+                    fetch.fetch_offset,
+                    e,
+                )
+                follower.on_fetch_failed(fetch, now)
         return flush
 
     def _carry_out(

@@ -27,7 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
-from odradek.core.errors import CorruptLogError, LogOfflineError, OffsetOutOfRangeError
+from odradek.core.errors import (
+    CorruptLogError,
+    InvalidRecordBatchError,
+    LogOfflineError,
+    OffsetOutOfRangeError,
+)
 from odradek.core.invariant import invariant
 from odradek.protocol.record_batch import (
     BatchHeader,
@@ -347,7 +352,6 @@ class PartitionLog:
         return self._append(records, patched, now_ms)
 
     @_guarded
-    @_guarded
     def assign_leader_epoch(self, leader_epoch: int) -> None:
         """Start ``leader_epoch`` at the log end (Kafka's ``maybeAssignEpochStartOffset``,
         done on becoming leader): the epoch then exists in the cache even before this
@@ -355,17 +359,26 @@ class PartitionLog:
         if self.epochs.assign(leader_epoch, self.log_end_offset):
             self._write_epochs()
 
+    @_guarded
     def append_as_follower(self, records: memoryview, now_ms: int) -> AppendInfo:
-        """Append batches fetched from the leader, keeping their offsets and epochs."""
+        """Append batches fetched from the leader, keeping their offsets and epochs.
+
+        Batches that fail validation or do not continue this log exactly come from a
+        leader that broke the protocol (or a damaged read): InvalidRecordBatchError, and
+        nothing is appended.
+        """
         headers = validate_batches(records)
         invariant(bool(headers), "append of an empty record set")
         expected = self.log_end_offset
         for h in headers:
-            invariant(
-                h.base_offset == expected,
-                f"{self.directory}: follower batch at {h.base_offset}, log end is {expected}",
-            )
+            if h.base_offset != expected:
+                raise InvalidRecordBatchError(
+                    "UNEXPECTED_OFFSET",
+                    f"{self.directory}: batch from the leader at offset {h.base_offset}, "
+                    f"the log ends at {expected}",
+                )
             expected = h.next_offset
+        for h in headers:
             if h.partition_leader_epoch >= 0 and self.epochs.assign(
                 h.partition_leader_epoch, h.base_offset
             ):

@@ -1,0 +1,89 @@
+"""Records written with any ``acks`` become readable soon, on one node and on three.
+
+With flush-before-ack (our default) the high watermark passes only fsynced records. An
+acks=0 or acks=1 produce waits for no flush, so the node itself must schedule one for
+every append; before it did, such records stayed invisible until some later acks=all
+produce forced a flush (schema registries and REST proxies produce with acks=1).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.integration.cluster import Cluster
+from tests.integration.nodes import NodeProcess
+
+# Far above the few milliseconds a group commit takes; the records of the bug never
+# became visible at all.
+READ_DEADLINE_S = 20.0
+
+
+@pytest.fixture(scope="module")
+def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    process = NodeProcess(tmp_path_factory.mktemp("visibility") / "node")
+    process.start()
+    yield process
+    process.kill()
+
+
+def produce(bootstrap: str, topic: str, acks: str, count: int) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": acks, "linger.ms": 0})
+    for i in range(count):
+        producer.produce(topic, f"{acks}-{i}".encode())
+    assert producer.flush(30) == 0
+
+
+def read_values(bootstrap: str, topic: str, count: int) -> list[str]:
+    """Read partition 0 from the start until ``count`` values arrive or the deadline
+    passes. The partition is assigned, not subscribed: a group's writes to
+    ``__consumer_offsets`` would flush the node and hide the bug."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"read-{topic}",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    values: list[str] = []
+    deadline = time.monotonic() + READ_DEADLINE_S
+    try:
+        while len(values) < count and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is not None and message.error() is None:
+                values.append(bytes(message.value() or b"").decode())
+    finally:
+        consumer.close()
+    return values
+
+
+def create_topic(bootstrap: str, topic: str, replication_factor: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(topic, 1, replication_factor=replication_factor)])
+    futures[topic].result(30)
+
+
+@pytest.mark.parametrize("acks", ["1", "0"])
+def test_one_node_serves_records_of_any_acks(node: NodeProcess, acks: str) -> None:
+    topic = f"visible-acks{acks}"
+    create_topic(node.bootstrap, topic, 1)
+    produce(node.bootstrap, topic, acks, 20)
+    # acks=0 gives no answer to wait on: every record is readable all the same.
+    assert read_values(node.bootstrap, topic, 20) == [f"{acks}-{i}" for i in range(20)]
+
+
+def test_three_nodes_serve_acks_1_records(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path)
+    cluster.start()
+    try:
+        create_topic(cluster.bootstrap, "visible-rf3", 3)
+        produce(cluster.bootstrap, "visible-rf3", "1", 20)
+        assert read_values(cluster.bootstrap, "visible-rf3", 20) == [f"1-{i}" for i in range(20)]
+    finally:
+        cluster.stop()

@@ -1,0 +1,76 @@
+"""A follower's fetcher survives what one partition's data or disk does to it: records
+from the leader that do not validate are never appended and are fetched again later,
+a disk error takes only that log offline, and an offline log is never fetched (nor its
+log end reported to the leader) again. The other partitions go on in every case."""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+
+from odradek.protocol.messages import FetchResponse
+from odradek.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
+from odradek.protocol.record_batch import Record, encode_batch
+from odradek.shell.clock import now_ms
+from odradek.shell.replication import ReplicationService
+from tests.broker.harness import new_harness
+
+LEADER = 2
+
+
+async def _flushed(offsets: dict[tuple[str, int], int]) -> frozenset[tuple[str, int]]:
+    return frozenset()
+
+
+def _batch(base_offset: int, count: int = 2) -> bytes:
+    data = bytearray(
+        encode_batch([Record(offset_delta=i, timestamp=1, value=b"v") for i in range(count)])
+    )
+    data[0:8] = base_offset.to_bytes(8, "big")
+    return bytes(data)
+
+
+def test_bad_records_and_disk_errors_touch_only_their_partition() -> None:
+    async def scenario() -> None:
+        h = new_harness()
+        h.register_broker(LEADER)
+        topic_id = h.add_topic("t", [[LEADER, h.node_id]] * 3)
+        service = ReplicationService(
+            h.state, h.server, _flushed, lambda: 1, lambda: None, lambda key: None
+        )
+        images = h.image.topics_by_name["t"].partitions
+        for index in (0, 1, 2):
+            service.new_role(h.partition("t", index), images[index], 0)
+        service._fetchers.pop(LEADER).cancel()  # the test plays the fetcher's loop
+
+        fetches = service.next_fetches(LEADER, 0, set())
+        assert set(fetches) == {("t", 0), ("t", 1), ("t", 2)}
+        garbage = bytearray(_batch(0))
+        garbage[-1] ^= 0xFF  # the CRC no longer matches
+        h.disk.fail_next("append", errno.ENOSPC, path=h.partition("t", 2).log.directory)
+        response = FetchResponse(
+            responses=[
+                FetchableTopicResponse(
+                    topic_id=topic_id,
+                    partitions=[
+                        PartitionData(partition_index=0, high_watermark=2, records=_batch(0)),
+                        PartitionData(partition_index=1, high_watermark=2, records=garbage),
+                        PartitionData(partition_index=2, high_watermark=2, records=_batch(0)),
+                    ],
+                )
+            ],
+        )
+        flush = service._apply_fetch(fetches, response)
+        # Partition 0 appended and asks for its flush; 1 appended nothing; 2 is offline.
+        assert flush == {("t", 0): 2}
+        assert h.partition("t", 0).log.log_end_offset == 2
+        assert h.partition("t", 1).log.log_end_offset == 0
+        assert h.partition("t", 1).log.offline is None
+        assert h.partition("t", 2).log.offline is not None
+        # After its backoff partition 1 is fetched again from the same offset; the
+        # offline partition 2 never again: its log end may not be on its disk.
+        later = service.next_fetches(LEADER, now_ms() + 5_000, set())
+        assert set(later) == {("t", 0), ("t", 1)}
+        assert later[("t", 1)][1].fetch_offset == 0
+
+    asyncio.run(scenario())
