@@ -13,6 +13,7 @@ from odradek.protocol.messages.fetch_response import FetchableTopicResponse, Par
 from odradek.protocol.record_batch import Record, encode_batch
 from odradek.shell.clock import now_ms
 from odradek.shell.replication import ReplicationService
+from odradek.shell.supervisor import Supervisor
 from tests.broker.harness import new_harness
 
 LEADER = 2
@@ -74,3 +75,33 @@ def test_bad_records_and_disk_errors_touch_only_their_partition() -> None:
         assert later[("t", 1)][1].fetch_offset == 0
 
     asyncio.run(scenario())
+
+
+def test_a_fetcher_that_fails_on_a_bug_is_fatal_not_silent() -> None:
+    """A fetcher runs under the node's supervisor: an error no partition's handling
+    covers stops the node, where before the task ended and its replicas looked alive."""
+    fatal: list[str] = []
+
+    async def scenario() -> None:
+        h = new_harness()
+        h.register_broker(LEADER)
+        h.add_topic("t", [[LEADER, h.node_id]])
+        service = ReplicationService(
+            h.state,
+            h.server,
+            _flushed,
+            lambda: 1,
+            lambda: None,
+            lambda key: None,
+            supervisor=Supervisor(lambda name, error: fatal.append(name)),
+        )
+
+        def broken(leader_id: int) -> tuple[str, int] | None:
+            raise RuntimeError("a bug in the fetch loop")
+
+        service._broker_address = broken  # type: ignore[method-assign,assignment]
+        service.new_role(h.partition("t", 0), h.image.topics_by_name["t"].partitions[0], 0)
+        await asyncio.sleep(0.05)
+
+    asyncio.run(scenario())
+    assert fatal == [f"fetcher-{LEADER}"]

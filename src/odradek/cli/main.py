@@ -6,6 +6,7 @@ import asyncio
 import logging
 import os
 import socket
+import sys
 import time
 import uuid
 
@@ -99,7 +100,9 @@ def dev(nodes: int, directory: str, host: str, port: int) -> None:
         config = _node_config(fs, server_config)
     except (ConfigError, CorruptLogError) as e:
         raise click.ClickException(str(e)) from None
-    asyncio.run(run_node(config))
+    status = asyncio.run(run_node(config))
+    if status:
+        sys.exit(status)
 
 
 def _node_config(fs: RealFileSystem, server_config: ServerConfig) -> NodeConfig:
@@ -169,7 +172,9 @@ def server(config_path: str, overrides: tuple[str, ...]) -> None:
         node = _node_config(fs, config)
     except (ConfigError, CorruptLogError) as e:
         raise click.ClickException(str(e)) from None
-    asyncio.run(run_node(node))
+    status = asyncio.run(run_node(node))
+    if status:
+        sys.exit(status)
 
 
 @main.group()

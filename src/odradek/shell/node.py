@@ -114,6 +114,7 @@ from odradek.shell.peer_client import PeerPool, PeerUnavailable, bind_outgoing_c
 from odradek.shell.quorum import NotController, QuorumConfig, QuorumDriver
 from odradek.shell.real_fs import RealFileSystem
 from odradek.shell.replication import ReplicationService
+from odradek.shell.supervisor import Supervisor
 from odradek.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
 from odradek.storage.fs import FileSystem, join, write_file_atomically
 from odradek.storage.log import LogConfig, PartitionLog
@@ -204,7 +205,9 @@ class Node:
             lambda: self.state.partitions.values(), self.state.partitions.get, self._on_flushed
         )
         self._data_waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
-        self._tasks: list[asyncio.Task[None]] = []
+        # Every long-lived task runs under it: a failure is handled or stops the node.
+        self.supervisor = Supervisor(self._fatal)
+        self.failed = asyncio.Event()
         server = config.server
         self.group_config = GroupConfig.from_values(server.values)
         self.producer_id_expiration_ms = 86_400_000  # Kafka's producer.id.expiration.ms
@@ -338,6 +341,16 @@ class Node:
         for api_key, versions, handler in handlers:
             self.router.register(api_key, versions, handler)
 
+    def _fatal(self, name: str, error: BaseException) -> None:
+        """A long-lived task failed and nothing handles it: stop, with a non-zero exit."""
+        log.critical(
+            "node %d stops: task %s failed (%r); its work cannot go on unseen",
+            self.config.settings.node_id,
+            name,
+            error,
+        )
+        self.failed.set()
+
     def _describe_quorum(self, header: Any, body: Any) -> Outcome:
         assert self.quorum is not None
         return Reply(self.quorum.describe())
@@ -366,12 +379,11 @@ class Node:
             QuorumStateFile(self.fs, metadata_dir),
             self._apply_committed,
             self._apply_snapshot,
+            self.supervisor,
         )
         self.quorum.start()
-        self._tasks += [
-            asyncio.create_task(self._quorum_watch()),
-            asyncio.create_task(self._snapshotter()),
-        ]
+        self.supervisor.start("quorum-watch", self._quorum_watch())
+        self.supervisor.start("metadata-snapshotter", self._snapshotter())
         if cfg.is_controller:
             self.controller = ControllerService(
                 self.quorum,
@@ -390,7 +402,7 @@ class Node:
             self.controller_port = self._controller_server.sockets[0].getsockname()[1]
             local = "127.0.0.1" if host in ("0.0.0.0", "") else host
             self.quorum.local_address = (local, self.controller_port)
-            self._tasks.append(asyncio.create_task(self._controller_ticker()))
+            self.supervisor.start("controller-ticker", self._controller_ticker())
             log.info(
                 "node %d serves the controller listener on %s:%d",
                 cfg.settings.node_id,
@@ -495,6 +507,7 @@ class Node:
             self._controller_address,
             self._wake_readers,
             lambda report: self.lifecycle.report_loss(report) if self.lifecycle else None,
+            self.supervisor,
         )
         self.state.records_appended = self._records_appended
         self._sync_partitions()
@@ -519,14 +532,11 @@ class Node:
             request_timeout_ms=cfg.quorum.request_timeout_ms,
             previous_broker_epoch=self._take_clean_shutdown_epoch(),
         )
-        self._lifecycle_task = asyncio.create_task(self.lifecycle.run())
-        self._tasks += [
-            self._lifecycle_task,
-            asyncio.create_task(self.replication.isr_ticker()),
-            asyncio.create_task(self.group_commit.run()),
-            asyncio.create_task(self._housekeeping()),
-            asyncio.create_task(self._group_ticker()),
-        ]
+        self._lifecycle_task = self.supervisor.start("broker-lifecycle", self.lifecycle.run())
+        self.supervisor.start("isr-ticker", self.replication.isr_ticker())
+        self.supervisor.start("group-commit", self.group_commit.run())
+        self.supervisor.start("housekeeping", self._housekeeping())
+        self.supervisor.start("group-ticker", self._group_ticker())
         # Clients only see a broker the controller has unfenced (registered, caught up).
         await self.lifecycle.unfenced.wait()
         # The image may have caught up to the registration before its answer came.
@@ -547,11 +557,12 @@ class Node:
         if self.quorum is not None:
             # Resign first, while the connections still work: the others elect at once.
             await self.quorum.stop()
-        for task in [*self._connections, *self._tasks]:
+        for task in self._connections:
             task.cancel()
-        for task in [*self._connections, *self._tasks]:
+        for task in self._connections:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await self.supervisor.stop()
         if self.lifecycle is not None:
             await self.lifecycle.close()
         if self.replication is not None:
@@ -813,9 +824,9 @@ class Node:
             self.log_dir.delete_log(*key)
             return
         victim = self.log_dir.logs[key]
-        task = asyncio.create_task(self._delete_log_after_flush(key, victim))
-        self._connections.add(task)
-        task.add_done_callback(self._connections.discard)
+        self.supervisor.start(
+            f"delete-{key[0]}-{key[1]}", self._delete_log_after_flush(key, victim), may_end=True
+        )
 
     async def _delete_log_after_flush(self, key: tuple[str, int], victim: PartitionLog) -> None:
         async with self.group_commit.io_lock:
@@ -948,11 +959,21 @@ class Node:
         if partition.leader_state is not None:
             partition.leader_state.on_append(partition.log.log_end_offset)
             self._wake_readers(partition.key)
-        task = asyncio.create_task(
-            self._complete_group_write(write, partition, info.last_offset + 1)
+
+        def failed(error: BaseException) -> None:
+            # The coordinator must hear of every write, or its group waits forever.
+            self._apply_group_output(
+                self.groups.write_completed(
+                    write.write_id, now_ms=now_ms(), error=ErrorCode.UNKNOWN_SERVER_ERROR
+                )
+            )
+
+        self.supervisor.start(
+            f"group-write-{write.partition}",
+            self._complete_group_write(write, partition, info.last_offset + 1),
+            on_failure=failed,
+            may_end=True,
         )
-        self._connections.add(task)
-        task.add_done_callback(self._connections.discard)
 
     async def _complete_group_write(
         self, write: Write, partition: LocalPartition, end_offset: int
@@ -1265,8 +1286,9 @@ class Node:
                 )
 
 
-async def run_node(config: NodeConfig, ready: asyncio.Event | None = None) -> None:
-    """Run until SIGINT or SIGTERM, then stop cleanly."""
+async def run_node(config: NodeConfig, ready: asyncio.Event | None = None) -> int:
+    """Run until SIGINT or SIGTERM, then stop cleanly; the exit status (0, or 1 when a
+    task failed and nothing could handle it: the node stopped itself)."""
     # Outgoing node-to-node connections leave from this node's own listener address.
     own = config.listen_host if config.is_broker else config.controller_listen_host
     bind_outgoing_connections(own or "")
@@ -1277,12 +1299,29 @@ async def run_node(config: NodeConfig, ready: asyncio.Event | None = None) -> No
         loop.add_signal_handler(sig, stop.set)
     # SIGUSR1 logs every task's stack: what a stuck node is waiting for.
     loop.add_signal_handler(signal.SIGUSR1, _log_tasks)
-    await node.start()
-    print(f"bootstrap.servers={node.state.settings.host}:{node.port}", flush=True)
-    if ready is not None:
-        ready.set()
-    await stop.wait()
+    starting = asyncio.ensure_future(node.start())
+    ending = [asyncio.ensure_future(stop.wait()), asyncio.ensure_future(node.failed.wait())]
+    try:
+        # A task can fail while the node starts (it may wait long to be unfenced).
+        done, _ = await asyncio.wait([starting, *ending], return_when=asyncio.FIRST_COMPLETED)
+        if starting in done:
+            starting.result()  # a failed start raises here, as before
+            print(f"bootstrap.servers={node.state.settings.host}:{node.port}", flush=True)
+            if ready is not None:
+                ready.set()
+            await asyncio.wait(ending, return_when=asyncio.FIRST_COMPLETED)
+        else:
+            starting.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await starting
+    finally:
+        for waiter in ending:
+            waiter.cancel()
     await node.stop()
+    if node.supervisor.failure is not None:
+        log.critical("node %d stopped: %s", config.settings.node_id, node.supervisor.failure)
+        return 1
+    return 0
 
 
 class IdleWatch:

@@ -49,6 +49,7 @@ from odradek.raft.quorum_file import QuorumStateFile, StoredQuorumState
 from odradek.raft.voters import ReplicaKey, Voter, VoterEndpoint, VoterSet
 from odradek.shell.clock import monotonic_ms
 from odradek.shell.peer_client import PeerConnection, PeerPool, PeerUnavailable
+from odradek.shell.supervisor import Supervisor
 
 log = logging.getLogger("odradek.quorum")
 
@@ -58,6 +59,11 @@ VERSIONS: dict[type[Any], int] = {
     FetchRequest: wire.FETCH_VERSION,
     FetchSnapshotRequest: wire.FETCH_SNAPSHOT_VERSION,
 }
+
+
+def _unsupervised(name: str, error: BaseException) -> None:
+    """Without the node's supervisor (tests): a failed task is logged, loudly."""
+    log.critical("task %s failed: %r", name, error)
 
 
 class NotController(Exception):
@@ -89,8 +95,10 @@ class QuorumDriver:
         state_file: QuorumStateFile,
         on_commit: Callable[[list[Entry]], None],
         on_snapshot: Callable[[SnapshotId], None],
+        supervisor: Supervisor | None = None,
     ) -> None:
         self.config = config
+        self._supervisor = supervisor or Supervisor(_unsupervised)
         self.log = raft_log
         self.state_file = state_file
         self.on_commit = on_commit
@@ -150,7 +158,8 @@ class QuorumDriver:
         )
         self._hw_moved_ms = now
         self._process(self.node.ready(now))
-        self._ticker = asyncio.create_task(self._tick_forever())
+        # The ticker drives the core: without it this replica neither votes nor fetches.
+        self._ticker = self._supervisor.start("raft-ticker", self._tick_forever())
         log.info(
             "metadata quorum: node %d (%s) starts in epoch %d, log %d..%d",
             cfg.node_id,
@@ -399,7 +408,11 @@ class QuorumDriver:
         )
 
     def _spawn(self, coroutine: Any) -> None:
-        task = asyncio.create_task(coroutine)
+        # One request: if it fails it is logged and dropped, which Raft tolerates as a
+        # lost message (the core sends again on its timers).
+        task = self._supervisor.start(
+            "raft-request", coroutine, on_failure=lambda error: None, may_end=True
+        )
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 

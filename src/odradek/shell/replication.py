@@ -62,6 +62,7 @@ from odradek.replication.leader import (
 from odradek.replication.throttle import FOLLOWER_REPLICATION_THROTTLED_RATE, ReplicationThrottle
 from odradek.shell.clock import now_ms
 from odradek.shell.peer_client import PeerConnection, PeerPool, PeerUnavailable
+from odradek.shell.supervisor import Supervisor
 
 log = logging.getLogger("odradek.replication")
 
@@ -82,8 +83,13 @@ class ReplicationService:
         controller_address: Callable[[], tuple[str, int] | None],
         wake_readers: Callable[[tuple[str, int]], None],
         report_loss: Callable[[LossReport], asyncio.Event | None] = lambda report: None,
+        supervisor: Supervisor | None = None,
     ) -> None:
         self.state = state
+        # Fetchers are long-lived: one that fails on something no partition's own error
+        # handling covers (a bug) stops the node rather than leaving its replicas
+        # looking alive to their leaders' ISRs while they fetch nothing.
+        self.supervisor = supervisor or Supervisor(_unsupervised)
         # The controller adds these to the topic's record of unclean elections; the
         # event is set once it has (None: nobody to report to, nothing to wait for).
         self.report_loss = report_loss
@@ -241,8 +247,8 @@ class ReplicationService:
             return
         task = self._fetchers.get(leader_id)
         if task is None or task.done():
-            self._fetchers[leader_id] = asyncio.get_running_loop().create_task(
-                self._fetch_from(leader_id)
+            self._fetchers[leader_id] = self.supervisor.start(
+                f"fetcher-{leader_id}", self._fetch_from(leader_id)
             )
 
     def _followed_from(self, leader_id: int) -> list[LocalPartition]:
@@ -657,6 +663,11 @@ async def wait_all(futures: list[asyncio.Future[Any]]) -> None:
         await futures[0]
     else:
         await asyncio.gather(*futures)
+
+
+def _unsupervised(name: str, error: BaseException) -> None:
+    """Without the node's supervisor (tests): a failed fetcher is logged, loudly."""
+    log.critical("task %s failed: %r", name, error)
 
 
 def _records_bytes(response: Any, keys: set[tuple[str, int]], state: BrokerState) -> int:
