@@ -19,13 +19,15 @@ from odradek.cli.cluster import (
     TopicSafety,
     evaluate,
     format_report,
+    offline_log_dirs_from_configs,
     partitions_from_metadata,
     quorum_from_response,
     report_as_dict,
     safety_from_configs,
 )
 from odradek.cli.main import main
-from odradek.controller.image import CONFIG_RESOURCE_TOPIC
+from odradek.controller.image import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
+from odradek.controller.offline_log_dirs import OFFLINE_LOG_DIRS_CONFIG
 from odradek.controller.unclean_history import LossReport, UncleanElection, render_history
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import DescribeConfigsResponse, DescribeQuorumResponse
@@ -303,6 +305,7 @@ def test_json_shape() -> None:
         "under_min_isr_partitions",
         "under_replicated_partitions",
         "unclean_elections",
+        "offline_log_dirs",
         "metadata_quorum",
         "warnings",
         "healthy",
@@ -364,6 +367,37 @@ def test_an_unclean_election_is_an_alarm_with_its_loss_until_acknowledged() -> N
         assert entry["acknowledged_lost_at_least"] == (None if election is pending else 8)
     acknowledged = evaluate(parts, {"a": TopicSafety(min_insync_replicas=2)}, OK)
     assert acknowledged.healthy
+
+
+def test_a_failed_log_dir_is_an_alarm_naming_the_broker_and_the_dir() -> None:
+    healthy_partitions = [partition("orders", 0, 1, (1, 2, 3), (1, 2))]
+    report = evaluate(
+        healthy_partitions,
+        {"orders": TopicSafety(min_insync_replicas=2)},
+        QuorumHealth("ok"),
+        offline_log_dirs={3: ["9l9wrsVcRWaO0tnpmn8CGA"]},
+    )
+    assert not report.healthy
+    lines = format_report(report)
+    assert "  broker 3: log dir 9l9wrsVcRWaO0tnpmn8CGA failed; its replicas are offline" in lines
+    assert report_as_dict(report)["offline_log_dirs"] == [
+        {"broker": 3, "directories": ["9l9wrsVcRWaO0tnpmn8CGA"]}
+    ]
+    response = DescribeConfigsResponse(
+        results=[
+            dcr.DescribeConfigsResult(
+                resource_type=CONFIG_RESOURCE_BROKER,
+                resource_name="3",
+                configs=[
+                    dcr.DescribeConfigsResourceResult(
+                        name=OFFLINE_LOG_DIRS_CONFIG, value="9l9wrsVcRWaO0tnpmn8CGA"
+                    )
+                ],
+            ),
+            dcr.DescribeConfigsResult(resource_type=CONFIG_RESOURCE_BROKER, resource_name="1"),
+        ]
+    )
+    assert offline_log_dirs_from_configs(response) == {3: ["9l9wrsVcRWaO0tnpmn8CGA"]}
 
 
 def test_bad_address_is_a_usage_error() -> None:

@@ -114,6 +114,7 @@ class Cluster:
         want_fence: bool = False,
         want_shut_down: bool = False,
         epoch: int | None = None,
+        offline_log_dirs: list[uuid.UUID] | None = None,
     ) -> HeartbeatOutcome:
         broker = self.image.brokers.get(broker_id)
         request = BrokerHeartbeatRequest(
@@ -122,6 +123,7 @@ class Cluster:
             current_metadata_offset=self.image.offset if offset is None else offset,
             want_fence=want_fence,
             want_shut_down=want_shut_down,
+            offline_log_dirs=offline_log_dirs or [],
         )
         outcome = self.heartbeats.heartbeat(self.image, request, self.now_ms, self.next_offset)
         self.apply(outcome.records)

@@ -94,10 +94,16 @@ class ServerProcess:
 
 class ClusterNode(ServerProcess):
     def __init__(
-        self, root: Path, node_id: int, extra: str, roles: str = "broker,controller"
+        self,
+        root: Path,
+        node_id: int,
+        extra: str,
+        roles: str = "broker,controller",
+        separate_metadata_dir: bool = False,
     ) -> None:
         super().__init__(root / f"node-{node_id}")
         self.node_id = node_id
+        self.separate_metadata_dir = separate_metadata_dir
         self.roles = roles
         self.port = free_port()
         self.controller_port = free_port()
@@ -116,7 +122,9 @@ class ClusterNode(ServerProcess):
             f"listeners={','.join(listeners)}\n"
             "controller.listener.names=CONTROLLER\n"
             f"controller.quorum.bootstrap.servers={bootstrap}\n"
-            f"log.dirs={self.dir / 'data'}\n" + self.extra
+            f"log.dirs={self.dir / 'data'}\n"
+            + (f"metadata.log.dir={self.dir / 'metadata'}\n" if self.separate_metadata_dir else "")
+            + self.extra
         )
 
     @property
@@ -139,14 +147,24 @@ class Cluster:
     """``size`` combined nodes; or, with ``controllers``, that many controller-only nodes
     (ids 101, 102, ...) and ``size`` broker-only nodes (ids 1..size)."""
 
-    def __init__(self, root: Path, size: int = 3, extra: str = "", controllers: int = 0) -> None:
+    def __init__(
+        self,
+        root: Path,
+        size: int = 3,
+        extra: str = "",
+        controllers: int = 0,
+        separate_metadata_dir: bool = False,
+    ) -> None:
         if controllers:
             self.controllers = [
                 ClusterNode(root, 101 + i, extra, "controller") for i in range(controllers)
             ]
             self.nodes = [ClusterNode(root, i + 1, extra, "broker") for i in range(size)]
         else:
-            self.nodes = [ClusterNode(root, i + 1, extra) for i in range(size)]
+            self.nodes = [
+                ClusterNode(root, i + 1, extra, separate_metadata_dir=separate_metadata_dir)
+                for i in range(size)
+            ]
             self.controllers = list(self.nodes)
         everyone = list(dict.fromkeys([*self.controllers, *self.nodes]))
         self.everyone = everyone

@@ -9,6 +9,7 @@ deletion was cut short by a crash.
 from __future__ import annotations
 
 import contextlib
+import errno
 import random
 import uuid
 from pathlib import Path
@@ -344,24 +345,23 @@ def test_checkpoint_writes_each_online_logs_recovery_point_and_log_start() -> No
     log_dir.close()
 
 
-def test_checkpoint_keeps_offline_logs_at_their_last_values() -> None:
+def test_checkpoints_stop_when_the_dir_fails_and_keep_their_last_values() -> None:
+    """An I/O error takes the whole dir offline: nothing more is written to it, and the
+    checkpoints keep what they held, the durable values of before the failure."""
     disk = formatted_disk()
     log_dir = open_dir(disk)
     fill(log_dir.create_log("orders", 0, CONFIG, 0), batches=2)
     broken = log_dir.create_log("orders", 1, CONFIG, 0)
     fill(broken, batches=2)
+    log_dir.checkpoint()
+    before = read_offset_checkpoint(disk, checkpoint_path(RECOVERY_POINT_CHECKPOINT))
+    assert before == {("orders", 0): 2, ("orders", 1): 2}
     disk.fail_next("append", path=join(ROOT, "orders-1"))
     with pytest.raises(LogOfflineError):
         broken.append_as_leader(batch(), 1, 3_000)
-    flushed_before = broken.recovery_point
     log_dir.checkpoint()
-    # The failed append never became durable: the offline log keeps what it had.
-    assert read_offset_checkpoint(disk, checkpoint_path(RECOVERY_POINT_CHECKPOINT)) == {
-        ("orders", 0): 2,
-        ("orders", 1): flushed_before,
-    }
-    assert flushed_before <= 2
-    assert log_dir.offline_logs().keys() == {("orders", 1)}
+    assert read_offset_checkpoint(disk, checkpoint_path(RECOVERY_POINT_CHECKPOINT)) == before
+    assert log_dir.offline_logs().keys() == {("orders", 0), ("orders", 1)}
     log_dir.close()
 
 
@@ -578,3 +578,42 @@ def test_a_real_log_dir_round_trip(tmp_path: Path) -> None:
     assert not (tmp_path / "kafka-logs" / "my-topic-3").exists()
     reopened.close()
     assert open_dir(fs, root).logs == {}
+
+
+# --- a failed dir -------------------------------------------------------------------------
+
+
+def test_an_io_error_in_one_log_takes_the_whole_dir_offline_and_tells_its_owner() -> None:
+    """Kafka's log dir failure: one failed write says the disk may fail the others, so
+    every log of the dir stops serving at once, and the owner hears of it once."""
+    disk = formatted_disk()
+    log_dir = open_dir(disk)
+    failures: list[str] = []
+    log_dir.on_failure = failures.append
+    logs = [log_dir.create_log("t", i, CONFIG, 0) for i in range(3)]
+    fill(logs[0], 2)
+    disk.fail_next("append", errno.ENOSPC, count=None)  # the disk is full now
+    with pytest.raises(LogOfflineError):
+        logs[1].append_as_leader(batch(), leader_epoch=1, now_ms=0)
+    assert log_dir.offline is not None and "t-1" in log_dir.offline
+    assert all(log.offline is not None for log in logs)
+    with pytest.raises(LogOfflineError):
+        logs[0].read(0, 100)  # the records it held stop being served here too
+    with pytest.raises(LogOfflineError):
+        log_dir.create_log("t", 3, CONFIG, 0)
+    with pytest.raises(LogOfflineError):
+        logs[2].append_as_leader(batch(), leader_epoch=1, now_ms=0)
+    assert len(failures) == 1
+
+
+def test_a_failed_checkpoint_takes_the_dir_offline() -> None:
+    disk = formatted_disk()
+    log_dir = open_dir(disk)
+    failures: list[str] = []
+    log_dir.on_failure = failures.append
+    log = log_dir.create_log("t", 0, CONFIG, 0)
+    disk.fail_next("rename", errno.ENOSPC)
+    with pytest.raises(LogOfflineError):
+        log_dir.checkpoint()
+    assert log.offline is not None and len(failures) == 1
+    log_dir.checkpoint()  # nothing more is written to a failed dir, and no error

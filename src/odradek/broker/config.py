@@ -691,6 +691,9 @@ _SERVER_KEYS: Final = [
     _key("producer.id.expiration.ms", _I, 86_400_000,
          "Idle time after which an idempotent producer's state is dropped.",
          validator=_NON_NEGATIVE, importance=_LOW, dynamic=True),
+    _key("producer.id.expiration.check.interval.ms", _I, 600_000,
+         "How often idle producers' state is looked for and dropped.",
+         validator=_POSITIVE, importance=_LOW),
     _key("share.coordinator.state.topic.replication.factor", _S, 3,
          "Accepted for compatibility; share groups are not supported.", validator=_POSITIVE),
     _key("share.coordinator.state.topic.min.isr", _S, 2,
@@ -1146,6 +1149,14 @@ class ServerConfig:
     @property
     def replica_high_watermark_checkpoint_interval_ms(self) -> int:
         return self._int("replica.high.watermark.checkpoint.interval.ms")
+
+    @property
+    def producer_id_expiration_ms(self) -> int:
+        return self._int("producer.id.expiration.ms")
+
+    @property
+    def producer_id_expiration_check_interval_ms(self) -> int:
+        return self._int("producer.id.expiration.check.interval.ms")
 
     @property
     def replica_lag_time_max_ms(self) -> int:

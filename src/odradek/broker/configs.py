@@ -56,6 +56,7 @@ from odradek.controller.configs import (
     incremental_alter_topic_configs,
 )
 from odradek.controller.image import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
+from odradek.controller.offline_log_dirs import OFFLINE_LOG_DIRS_CONFIG
 from odradek.controller.topics import topic_name_problem
 from odradek.core.configdef import ConfigType
 from odradek.core.errors import ConfigError
@@ -274,6 +275,39 @@ def _entry_result(
     return result
 
 
+def _controller_written_entries(state: BrokerState, name: str) -> list[ConfigEntry]:
+    """The configs the controller writes for broker ``name`` (today the record of its
+    failed log dirs), read from the metadata log: any node can answer them, also for a
+    broker that has stopped, which is when an operator asks."""
+    value = state.image.configs.get((CONFIG_RESOURCE_BROKER, name), {}).get(OFFLINE_LOG_DIRS_CONFIG)
+    if value is None:
+        return []
+    return [
+        ConfigEntry(
+            name=OFFLINE_LOG_DIRS_CONFIG,
+            value=value,
+            source=ConfigSource.DYNAMIC_BROKER_CONFIG,
+            is_default=False,
+            read_only=True,
+            sensitive=False,
+            synonyms=(
+                ConfigSynonym(OFFLINE_LOG_DIRS_CONFIG, value, ConfigSource.DYNAMIC_BROKER_CONFIG),
+            ),
+            config_type=ConfigType.LIST,
+            documentation="The log dirs of this broker that failed (written by the controller).",
+        )
+    ]
+
+
+def _other_broker(state: BrokerState, name: str) -> bool:
+    """Whether ``name`` is another registered broker's id. Kafka answers
+    INVALID_REQUEST there (a broker knows only its own static configs); here such a
+    broker's controller-written configs are answered, and nothing else."""
+    return (
+        name.isdigit() and int(name) != state.settings.node_id and int(name) in state.image.brokers
+    )
+
+
 def _broker_resource_problem(state: BrokerState, name: str) -> str | None:
     """Why this node cannot describe broker resource ``name`` (Kafka's messages), or None."""
     if name == "":
@@ -327,12 +361,18 @@ def handle_describe_configs(
                 result.error_message = str(e)
                 continue
         elif resource.resource_type == CONFIG_RESOURCE_BROKER:
-            message = _broker_resource_problem(state, resource.resource_name)
-            if message is not None:
+            name = resource.resource_name
+            message = _broker_resource_problem(state, name)
+            if message is not None and not _other_broker(state, name):
                 result.error_code = ErrorCode.INVALID_REQUEST
                 result.error_message = message
                 continue
-            entries = broker_config_entries(state, server, per_broker=resource.resource_name != "")
+            entries = _controller_written_entries(state, name)
+            if message is None:
+                entries = sorted(
+                    [*broker_config_entries(state, server, per_broker=name != ""), *entries],
+                    key=lambda e: e.name,
+                )
         else:
             result.error_code = ErrorCode.INVALID_REQUEST
             result.error_message = _unsupported_type_message(resource.resource_type)
@@ -383,9 +423,14 @@ _BROKER_LIST_DEFAULTS: Final[Mapping[str, str]] = {
 
 def broker_schema() -> ConfigSchema:
     """The dynamic broker keys, in the shape the controller's commands need."""
-    return ConfigSchema(
-        validate=validate_dynamic_broker_configs, list_defaults=_BROKER_LIST_DEFAULTS
-    )
+
+    def validate(configs: dict[str, str]) -> object:
+        # The controller's own record is not a client's setting to check (clients cannot
+        # set it: it is no dynamic broker key).
+        configs = {k: v for k, v in configs.items() if k != OFFLINE_LOG_DIRS_CONFIG}
+        return validate_dynamic_broker_configs(configs)
+
+    return ConfigSchema(validate=validate, list_defaults=_BROKER_LIST_DEFAULTS)
 
 
 def _broker_refusal(state: BrokerState, name: str, keys: Sequence[str]) -> ConfigOutcome | None:

@@ -6,7 +6,9 @@ partitions are offline (no leader), which have fewer in-sync replicas than their
 whether the metadata quorum has raised its stall alarm, which unclean elections happened
 and how many acknowledged records they lost (kept by the controller in the topic config
 ``odradek.unclean.elections`` until the operator acknowledges them with ``odradek cluster
-acknowledge-unclean-elections``), and which topics are configured
+acknowledge-unclean-elections``), which brokers' log dirs failed (kept by the controller
+in the broker config ``odradek.log.dirs.offline`` until the broker registers again), and
+which topics are configured
 so that an acknowledged write can be lost (replication factor above 1 with
 ``min.insync.replicas=1``, or ``unclean.leader.election.enable=true``). The exit status
 is 0 only when there is no alarm, so scripts and monitors can use it directly.
@@ -31,7 +33,8 @@ from typing import Any, Final, Literal, TypeVar
 
 import click
 
-from odradek.controller.image import CONFIG_RESOURCE_TOPIC
+from odradek.controller.image import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
+from odradek.controller.offline_log_dirs import OFFLINE_LOG_DIRS_CONFIG
 from odradek.controller.unclean_history import (
     UNCLEAN_ELECTIONS_CONFIG,
     UncleanElection,
@@ -123,6 +126,9 @@ class HealthReport:
     unclean_elections: tuple[tuple[str, UncleanElection], ...] = ()
     """(topic, election), oldest first within a topic: an alarm until acknowledged,
     because acknowledged records may be gone."""
+    offline_log_dirs: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    """(broker, directory ids): log dirs that failed, as the controller recorded them;
+    an alarm until the broker registers again with its dirs."""
 
     @property
     def healthy(self) -> bool:
@@ -133,6 +139,7 @@ class HealthReport:
             or self.under_min_isr
             or self.under_replicated
             or self.unclean_elections
+            or self.offline_log_dirs
             or self.quorum.status == "stalled"
         )
 
@@ -142,6 +149,7 @@ def evaluate(
     topics: Mapping[str, TopicSafety],
     quorum: QuorumHealth,
     topic_problems: Mapping[str, str] | None = None,
+    offline_log_dirs: Mapping[int, Sequence[str]] | None = None,
 ) -> HealthReport:
     """The alarms and warnings for a cluster with these partitions, configs and quorum.
 
@@ -180,6 +188,9 @@ def evaluate(
             (topic, election)
             for topic in sorted(topics)
             for election in topics[topic].unclean_elections
+        ),
+        offline_log_dirs=tuple(
+            (broker, tuple(dirs)) for broker, dirs in sorted((offline_log_dirs or {}).items())
         ),
     )
 
@@ -266,6 +277,18 @@ def safety_from_configs(response: Any) -> dict[str, TopicSafety]:
     return found
 
 
+def offline_log_dirs_from_configs(response: Any) -> dict[int, list[str]]:
+    """Each broker's failed log dirs, from a DescribeConfigsResponse for brokers."""
+    found: dict[int, list[str]] = {}
+    for result in response.results:
+        if result.resource_type != CONFIG_RESOURCE_BROKER or result.error_code:
+            continue
+        for entry in result.configs:
+            if entry.name == OFFLINE_LOG_DIRS_CONFIG and entry.value:
+                found[int(result.resource_name)] = [d for d in entry.value.split(",") if d]
+    return found
+
+
 def quorum_from_response(response: Any) -> QuorumHealth:
     """The quorum's health from a DescribeQuorumResponse (this node's own view)."""
     if response.error_code != ErrorCode.NONE:
@@ -324,6 +347,10 @@ def report_as_dict(report: HealthReport) -> dict[str, Any]:
         "under_min_isr_partitions": [_alarm_as_dict(a) for a in report.under_min_isr],
         "under_replicated_partitions": [_alarm_as_dict(a) for a in report.under_replicated],
         "unclean_elections": [_election_as_dict(t, e) for t, e in report.unclean_elections],
+        "offline_log_dirs": [
+            {"broker": broker, "directories": list(dirs)}
+            for broker, dirs in report.offline_log_dirs
+        ],
         "metadata_quorum": {"status": report.quorum.status, "message": report.quorum.message},
         "warnings": list(report.warnings),
         "healthy": report.healthy,
@@ -405,6 +432,17 @@ def format_report(report: HealthReport) -> list[str]:
         lines += [_election_line(t, e) for t, e in report.unclean_elections]
     else:
         lines.append("unclean elections: none")
+    if report.offline_log_dirs:
+        lines.append(
+            f"offline log dirs: {len(report.offline_log_dirs)} broker(s) (the broker's log "
+            "names the path; repair the disk and restart the broker)"
+        )
+        lines += [
+            f"  broker {broker}: log dir {', '.join(dirs)} failed; its replicas are offline"
+            for broker, dirs in report.offline_log_dirs
+        ]
+    else:
+        lines.append("offline log dirs: none")
     quorum = report.quorum
     lines.append(
         f"metadata quorum: {quorum.status}" + (f" ({quorum.message})" if quorum.message else "")
@@ -479,11 +517,32 @@ async def gather_health(address: tuple[str, int]) -> HealthReport:
                 TIMEOUT_S,
             )
             safety = safety_from_configs(configs)
+        # Every broker the cluster knows of, also those that stopped (their replicas name
+        # them): the controller's record of failed log dirs outlives the broker.
+        brokers = sorted(
+            {b.node_id for b in metadata.brokers} | {r for p in partitions for r in p.replicas}
+        )
+        offline_dirs = offline_log_dirs_from_configs(
+            await peer.request(
+                DescribeConfigsRequest(
+                    resources=[
+                        dcr.DescribeConfigsResource(
+                            resource_type=CONFIG_RESOURCE_BROKER,
+                            resource_name=str(broker),
+                            configuration_keys=[OFFLINE_LOG_DIRS_CONFIG],
+                        )
+                        for broker in brokers
+                    ]
+                ),
+                DESCRIBE_CONFIGS_VERSION,
+                TIMEOUT_S,
+            )
+        )
         # Last on the connection: a broker without DescribeQuorum closes it.
         quorum = await _quorum(peer)
     finally:
         await peer.close()
-    return evaluate(partitions, safety, quorum, problems)
+    return evaluate(partitions, safety, quorum, problems, offline_dirs)
 
 
 async def _quorum(peer: PeerConnection) -> QuorumHealth:

@@ -42,6 +42,7 @@ from odradek.controller.image import (
     PartitionImage,
     TopicImage,
 )
+from odradek.controller.offline_log_dirs import clear_record, offline_log_dirs, record_offline
 from odradek.controller.partition_change import partition_change
 from odradek.core.invariant import invariant
 from odradek.protocol.error_codes import ErrorCode
@@ -51,6 +52,7 @@ from odradek.protocol.messages.broker_registration_request import BrokerRegistra
 from odradek.protocol.messages.broker_registration_response import BrokerRegistrationResponse
 from odradek.protocol.metadata import (
     BrokerRegistrationChangeRecord,
+    ConfigRecord,
     FenceBrokerRecord,
     PartitionChangeRecord,
     RegisterBrokerRecord,
@@ -90,6 +92,7 @@ _IN_CONTROLLED_SHUTDOWN = 1
 
 BrokerRecord = (
     RegisterBrokerRecord
+    | ConfigRecord
     | FenceBrokerRecord
     | UnfenceBrokerRecord
     | BrokerRegistrationChangeRecord
@@ -410,6 +413,10 @@ def register_broker(
                 forget_broker=wiped,
             )
         )
+    cleared = clear_record(image, broker_id)
+    if cleared is not None:
+        # A new process with its dirs back: the failure of the old one's is history.
+        records.append(cleared)
     broker_epoch = next_offset + len(records)
     records.append(
         RegisterBrokerRecord(
@@ -597,6 +604,10 @@ class BrokerHeartbeats:
         if broker.fenced:
             if request.want_shut_down:
                 return BrokerControlState.SHUTDOWN_NOW
+            if offline_log_dirs(image, broker.broker_id):
+                # Its replicas went with the failed dir: only a new incarnation, which
+                # registers its dirs again, may serve.
+                return BrokerControlState.FENCED
             # A broker in controlled shutdown is on its way out: only a new incarnation
             # (a new registration) leaves that state, so it is never unfenced again.
             if not request.want_fence and caught_up and not broker.in_controlled_shutdown:
@@ -653,9 +664,31 @@ class BrokerHeartbeats:
         # and is what the broker has certainly read.
         self._metadata_offset[broker_id] = request.current_metadata_offset
 
+        failed_dirs = [d for d in request.offline_log_dirs if d in broker.log_dirs]
+        failure = record_offline(image, broker_id, failed_dirs)
+        if failure is not None:
+            # KIP-858, and sooner than Kafka: the broker's replicas are gone with the dir,
+            # so it leaves every ISR and leadership now, as a fenced broker does, rather
+            # than when its session times out.
+            records: list[BrokerRecord] = [*_fence(image, broker), failure]
+            state = (
+                BrokerControlState.SHUTDOWN_NOW
+                if request.want_shut_down
+                else BrokerControlState.FENCED
+            )
+            return HeartbeatOutcome(
+                BrokerHeartbeatResponse(
+                    error_code=ErrorCode.NONE,
+                    is_caught_up=request.current_metadata_offset >= broker.epoch,
+                    is_fenced=True,
+                    should_shut_down=state.should_shut_down,
+                ),
+                records,
+                state,
+            )
         current = self._current_state(broker)
         state = self._next_state(image, broker, request)
-        records: list[BrokerRecord] = []
+        records = []
         if state is not current:
             match state:
                 case BrokerControlState.FENCED | BrokerControlState.SHUTDOWN_NOW:

@@ -67,6 +67,11 @@ class BrokerLifecycle:
         # partition's fetcher waits on (see :meth:`report_loss`).
         self._loss_reports: list[tuple[LossReport, asyncio.Event]] = []
         self._wake = asyncio.Event()
+        # Log dirs that failed here (KIP-858): every heartbeat names them from then on,
+        # and the event is set once the controller has answered one that did.
+        self.offline_log_dirs: list[uuid.UUID] = []
+        self._offline_told = asyncio.Event()
+        self._rotation = -1
 
     async def run(self) -> None:
         while True:
@@ -78,7 +83,7 @@ class BrokerLifecycle:
                         await self._register(address)
                     else:
                         await self._heartbeat(address)
-                    if not self.fenced and not self._loss_reports:
+                    if not self.fenced and not self._loss_reports and not self.offline_log_dirs:
                         # (A report not yet recorded is tried again soon: its replica
                         # waits for it.)
                         delay_ms = self.heartbeat_interval_ms
@@ -112,6 +117,7 @@ class BrokerLifecycle:
                             current_metadata_offset=self.metadata_offset(),
                             want_fence=False,
                             want_shut_down=True,
+                            offline_log_dirs=list(self.offline_log_dirs),
                         ),
                         HEARTBEAT_VERSION,
                         self.request_timeout_ms / 1000,
@@ -142,7 +148,26 @@ class BrokerLifecycle:
 
     def _controller_address(self) -> tuple[str, int] | None:
         node = self.quorum.node
-        if node is None or node.leader is None:
+        if node is None:
+            return None
+        if self.quorum.halted is not None:
+            # This replica left the quorum (its metadata log failed) and follows it no
+            # more: ask the last leader it knew, then every other voter in turn, until
+            # the active controller answers.
+            me = self.broker_id
+            candidates = list(
+                dict.fromkeys(
+                    [
+                        *([node.leader] if node.leader not in (None, me) else []),
+                        *(v.node_id for v in node.voters if v.node_id != me),
+                    ]
+                )
+            )
+            if not candidates:
+                return None
+            self._rotation += 1
+            return self.quorum.address_of(candidates[self._rotation % len(candidates)])
+        if node.leader is None:
             return None
         return self.quorum.address_of(node.leader)
 
@@ -177,6 +202,16 @@ class BrokerLifecycle:
         log.info("broker %d registered with epoch %d", self.broker_id, self.broker_epoch)
         await self._heartbeat(address)
 
+    def report_offline_log_dirs(self, directories: list[uuid.UUID]) -> asyncio.Event:
+        """Tell the active controller now, in a heartbeat, that these log dirs failed;
+        the event is set once it has answered (it moved this broker's leaderships and
+        took it out of every ISR before answering)."""
+        for directory in directories:
+            if directory not in self.offline_log_dirs:
+                self.offline_log_dirs.append(directory)
+        self._wake.set()
+        return self._offline_told
+
     def report_loss(self, report: LossReport) -> asyncio.Event:
         """Tell the active controller, with a heartbeat sent now, that this broker
         dropped records an unclean election gave up. The returned event is set once
@@ -198,13 +233,17 @@ class BrokerLifecycle:
             current_metadata_offset=self.metadata_offset(),
             want_fence=False,
             want_shut_down=False,
+            offline_log_dirs=list(self.offline_log_dirs),
             unknown_tagged_fields=(
                 [(LOSS_REPORTS_TAG, encode_loss_reports(reports))] if reports else []
             ),
         )
+        told = bool(self.offline_log_dirs)
         response = await self._peer(address).request(
             request, HEARTBEAT_VERSION, self.request_timeout_ms / 1000
         )
+        if told and response.error_code == ErrorCode.NONE:
+            self._offline_told.set()
         if response.error_code == ErrorCode.NONE and pending:
             # Answered after the controller committed them.
             del self._loss_reports[: len(pending)]

@@ -137,6 +137,8 @@ FORWARD_ATTEMPTS = 20
 FORWARD_BACKOFF_S = 0.1
 FORWARD_TIMEOUT_S = 30.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
+# How long a broker whose log dir failed waits for the controller to hear of it.
+LOG_DIR_FAILURE_REPORT_TIMEOUT_S = 10.0
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 
@@ -157,6 +159,9 @@ class NodeConfig:
     max_frame_bytes: int = 104_857_600
     retention_check_interval_ms: int = 300_000
     checkpoint_interval_ms: int = 60_000
+    high_watermark_checkpoint_interval_ms: int = 5000
+    producer_id_expiration_ms: int = 86_400_000
+    producer_id_expiration_check_interval_ms: int = 600_000
     connections_max_idle_ms: int = 600_000
     is_broker: bool = True
     is_controller: bool = True
@@ -208,9 +213,10 @@ class Node:
         # Every long-lived task runs under it: a failure is handled or stops the node.
         self.supervisor = Supervisor(self._fatal)
         self.failed = asyncio.Event()
+        self.stop_reason: str | None = None
+        """Why the node stopped itself (then it exits with status 1), or None."""
         server = config.server
         self.group_config = GroupConfig.from_values(server.values)
-        self.producer_id_expiration_ms = 86_400_000  # Kafka's producer.id.expiration.ms
         self.offsets_topic_replication_factor = server.offsets_topic_replication_factor
         self.groups = GroupCoordinator(
             self.group_config, rng=random.Random(), owned_partitions=[], now_ms=now_ms()
@@ -343,13 +349,66 @@ class Node:
 
     def _fatal(self, name: str, error: BaseException) -> None:
         """A long-lived task failed and nothing handles it: stop, with a non-zero exit."""
-        log.critical(
-            "node %d stops: task %s failed (%r); its work cannot go on unseen",
-            self.config.settings.node_id,
-            name,
-            error,
-        )
+        self.fail(f"task {name} failed ({error!r}); its work cannot go on unseen")
+
+    def fail(self, reason: str) -> None:
+        """Stop the node for ``reason``: ``run_node`` stops it and exits with status 1."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            log.critical("node %d stops: %s", self.config.settings.node_id, reason)
         self.failed.set()
+
+    # --- A failed log dir ------------------------------------------------------------
+
+    def _metadata_log_failed(self, reason: str) -> None:
+        """The metadata log (or its quorum-state file) cannot be written: this replica
+        can persist neither a vote nor a record, so it leaves the quorum at once and the
+        node stops (ADR 0013). When the metadata log shares the broker's log dir, that
+        dir has failed too: one disk."""
+        if self.quorum is not None:
+            self.quorum.halt(reason)  # once; its on_halt calls back here
+        if self.log_dir is not None and self.config.metadata_log_dir == self.config.log_dir:
+            self.log_dir.fail(f"the metadata log failed: {reason}")  # reports, then stops
+        elif self.log_dir is None or self.log_dir.offline is None:
+            # Its own dir, or a controller only: nothing of a broker's to report. The
+            # controller fences this broker once its connections close.
+            self.fail(f"the metadata log failed: {reason}")
+
+    def _log_dir_failed(self, reason: str) -> None:
+        """The log dir failed (every partition in it is offline already): fail what
+        waits on its partitions, tell the controller, then stop (no healthy dir is left)."""
+        assert self.log_dir is not None
+        for key in list(self.state.partitions):
+            if self.replication is not None:
+                self.replication.fail_waiters(key, ErrorCode.KAFKA_STORAGE_ERROR)
+            self._wake_readers(key)
+        if self.quorum is not None and self.config.metadata_log_dir == self.config.log_dir:
+            self.quorum.halt(f"its log dir failed: {reason}")
+        self.supervisor.start("log-dir-failure", self._report_log_dir_failure(reason), may_end=True)
+
+    async def _report_log_dir_failure(self, reason: str) -> None:
+        """Tell the active controller (BrokerHeartbeat's OfflineLogDirs, KIP-858): it
+        takes this broker out of every ISR and leadership before it answers, so
+        leadership moves now rather than when the session times out. Then stop: this
+        broker has no healthy log dir left."""
+        assert self.log_dir is not None
+        if self.lifecycle is not None:
+            told = self.lifecycle.report_offline_log_dirs([self.log_dir.directory_id])
+            try:
+                async with asyncio.timeout(LOG_DIR_FAILURE_REPORT_TIMEOUT_S):
+                    await told.wait()
+                log.warning(
+                    "log dir %s failed: the controller has moved this broker's leaderships",
+                    self.log_dir.path,
+                )
+            except TimeoutError:
+                log.error(
+                    "log dir %s failed and no controller answered within %.0f s; stopping "
+                    "anyway (the controller fences this broker when its connection closes)",
+                    self.log_dir.path,
+                    LOG_DIR_FAILURE_REPORT_TIMEOUT_S,
+                )
+        self.fail(f"log dir {self.log_dir.path} failed ({reason}); no healthy log dir is left")
 
     def _describe_quorum(self, header: Any, body: Any) -> Outcome:
         assert self.quorum is not None
@@ -381,6 +440,10 @@ class Node:
             self._apply_snapshot,
             self.supervisor,
         )
+        # Until a log dir adopts it (when it lives in the broker's log dir), an I/O error
+        # of the metadata log is the metadata log's failure alone.
+        self.raft_log.partition.on_io_error = lambda _, reason: self._metadata_log_failed(reason)
+        self.quorum.on_halt = self._metadata_log_failed
         self.quorum.start()
         self.supervisor.start("quorum-watch", self._quorum_watch())
         self.supervisor.start("metadata-snapshotter", self._snapshotter())
@@ -495,9 +558,11 @@ class Node:
             now_ms=now,
             skip=(f"{METADATA_TOPIC}-0",),
         )
+        self.log_dir.on_failure = self._log_dir_failed
         if cfg.metadata_log_dir == cfg.log_dir:
-            # Checkpointed with the partitions (its recovery point matters at start).
-            self.log_dir.logs[(METADATA_TOPIC, 0)] = self.raft_log.partition
+            # Checkpointed with the partitions (its recovery point matters at start), and
+            # it fails with them: one disk.
+            self.log_dir.adopt((METADATA_TOPIC, 0), self.raft_log.partition)
         self._checkpointed_hw = dict(self.log_dir.high_watermarks())
         self.replication = ReplicationService(
             self.state,
@@ -525,7 +590,7 @@ class Node:
             cluster_id=settings.cluster_id,
             listeners=[("PLAINTEXT", settings.host, settings.port)],
             rack=settings.rack,
-            log_dirs=[cfg.quorum.directory_id],
+            log_dirs=[self.log_dir.directory_id],
             quorum=self.quorum,
             metadata_offset=lambda: self.state.image.offset,
             heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
@@ -547,19 +612,24 @@ class Node:
     async def stop(self) -> None:
         if self._server is not None:
             self._server.close()
+        halted = self.quorum is not None and self.quorum.halted is not None
         if self.lifecycle is not None:
-            # Controlled shutdown: leadership moves to other in-sync replicas first, while
-            # the controller listener (perhaps the active controller here) still serves.
             self._lifecycle_task_cancel()
-            await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
+            if not halted:
+                # Controlled shutdown: leadership moves to other in-sync replicas first,
+                # while the controller listener (perhaps the active controller here) still
+                # serves. (A halted replica knows no controller: its connections closing
+                # is what tells the controller.)
+                await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_TIMEOUT_S)
         if self._controller_server is not None:
             self._controller_server.close()
         if self.quorum is not None:
             # Resign first, while the connections still work: the others elect at once.
             await self.quorum.stop()
-        for task in self._connections:
+        connections = list(self._connections)  # they leave the set as they end
+        for task in connections:
             task.cancel()
-        for task in self._connections:
+        for task in connections:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self.supervisor.stop()
@@ -571,9 +641,15 @@ class Node:
         self.group_commit.flush_all()
         self._snapshot_producers()
         if self.log_dir is not None:
-            self.log_dir.checkpoint()
+            try:
+                self.log_dir.checkpoint()
+                self._checkpoint_high_watermarks()
+            except LogOfflineError as e:
+                log.error("%s", e)
             self.log_dir.close()
-            self._write_clean_shutdown_epoch()
+            if self.log_dir.offline is None and self.stop_reason is None:
+                # Only a clean stop says so: a node that stopped itself did not.
+                self._write_clean_shutdown_epoch()
         if self.raft_log is not None:
             self.raft_log.close()
         log.info("node %d stopped", self.config.settings.node_id)
@@ -750,8 +826,15 @@ class Node:
         """Host exactly the partitions the image assigns to this node, once the image
         holds this process's registration (nothing before)."""
         assert self.log_dir is not None
-        if not self._caught_up_to_registration():
-            return
+        if not self._caught_up_to_registration() or self.log_dir.offline is not None:
+            return  # a failed dir hosts nothing more; the node is stopping
+        try:
+            self._host_partitions()
+        except LogOfflineError as e:
+            log.error("%s", e)  # the dir failed while partitions were being hosted
+
+    def _host_partitions(self) -> None:
+        assert self.log_dir is not None
         me = self.config.settings.node_id
         wanted: dict[tuple[str, int], Any] = {}
         for topic in self.state.image.topics_by_name.values():
@@ -856,7 +939,7 @@ class Node:
         for batch in _batches(partition_log, start):
             for header in iter_batches(batch):
                 producers.replay(header)
-        producers.remove_expired(now_ms(), self.producer_id_expiration_ms)
+        producers.remove_expired(now_ms(), self.config.producer_id_expiration_ms)
         return producers
 
     def _snapshot_producers(self) -> None:
@@ -1263,9 +1346,9 @@ class Node:
                 self._data_waiters.get(key, set()).discard(future)
 
     async def _housekeeping(self) -> None:
-        """Retention, flush policy and checkpoints, on their intervals."""
+        """Retention, flush policy, checkpoints and producer expiry, on their intervals."""
         cfg = self.config
-        last_retention = last_checkpoint = now_ms()
+        last_retention = last_checkpoint = last_high_watermarks = last_expiry = now_ms()
         while True:
             await asyncio.sleep(0.5)
             now = now_ms()
@@ -1278,11 +1361,39 @@ class Node:
                         if partition.log.offline is None:
                             with contextlib.suppress(LogOfflineError):
                                 partition.log.delete_old_segments(now, partition.high_watermark)
-            if now - last_checkpoint >= cfg.checkpoint_interval_ms and self.log_dir is not None:
-                last_checkpoint = now
-                self.log_dir.checkpoint()
-                self.log_dir.checkpoint_high_watermarks(
-                    {k: p.high_watermark for k, p in self.state.partitions.items()}
+            if now - last_expiry >= cfg.producer_id_expiration_check_interval_ms:
+                last_expiry = now
+                self._expire_producers(now)
+            if self.log_dir is None or self.log_dir.offline is not None:
+                continue  # nothing more is written to a failed dir
+            # A failed write takes the dir offline: its failure handling takes over.
+            with contextlib.suppress(LogOfflineError):
+                if now - last_checkpoint >= cfg.checkpoint_interval_ms:
+                    last_checkpoint = now
+                    self.log_dir.checkpoint()
+                if now - last_high_watermarks >= cfg.high_watermark_checkpoint_interval_ms:
+                    last_high_watermarks = now
+                    self._checkpoint_high_watermarks()
+
+    def _checkpoint_high_watermarks(self) -> None:
+        """``replication-offset-checkpoint``: where each hosted partition's high watermark
+        stood, so that a restarted replica starts from it rather than from zero
+        (``replica.high.watermark.checkpoint.interval.ms``, and at a clean stop)."""
+        assert self.log_dir is not None
+        self.log_dir.checkpoint_high_watermarks(
+            {k: p.high_watermark for k, p in self.state.partitions.items()}
+        )
+
+    def _expire_producers(self, now: int) -> None:
+        """Forget idempotent producers idle for ``producer.id.expiration.ms``."""
+        for partition in self.state.partitions.values():
+            expired = partition.producers.remove_expired(now, self.config.producer_id_expiration_ms)
+            if expired:
+                log.info(
+                    "%s-%d: forgot %d idle producers (producer.id.expiration.ms)",
+                    partition.topic,
+                    partition.index,
+                    len(expired),
                 )
 
 
@@ -1318,8 +1429,8 @@ async def run_node(config: NodeConfig, ready: asyncio.Event | None = None) -> in
         for waiter in ending:
             waiter.cancel()
     await node.stop()
-    if node.supervisor.failure is not None:
-        log.critical("node %d stopped: %s", config.settings.node_id, node.supervisor.failure)
+    if node.stop_reason is not None:
+        log.critical("node %d stopped: %s", config.settings.node_id, node.stop_reason)
         return 1
     return 0
 

@@ -21,10 +21,11 @@ import logging
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.core.errors import LogOfflineError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import UpdateRaftVoterRequest
 from odradek.protocol.messages import describe_quorum_response as dq
@@ -68,6 +69,11 @@ def _unsupervised(name: str, error: BaseException) -> None:
 
 class NotController(Exception):
     """This node is not (or no longer) the quorum leader; the write may or may not commit."""
+
+
+class QuorumHalted(Exception):
+    """This node left the quorum for good: its metadata log failed (see
+    :meth:`QuorumDriver.halt`). A peer's request to it gets no answer."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +128,9 @@ class QuorumDriver:
         self._hw_seen = -1
         self.stalled_since_ms: int | None = None
         self.leader_changed = asyncio.Event()
+        self.halted: str | None = None
+        """Why this replica stopped for good (its metadata log failed), or None."""
+        self.on_halt: Callable[[str], None] | None = None
         # Endpoints learned from responses (KIP-853 NodeEndpoints): how an observer that
         # knows no voter set yet reaches the leader a bootstrap server named.
         self._learned: dict[int, tuple[str, int]] = {}
@@ -159,7 +168,8 @@ class QuorumDriver:
         self._hw_moved_ms = now
         self._process(self.node.ready(now))
         # The ticker drives the core: without it this replica neither votes nor fetches.
-        self._ticker = self._supervisor.start("raft-ticker", self._tick_forever())
+        # It ends only when the replica halts (which stops the node by itself).
+        self._ticker = self._supervisor.start("raft-ticker", self._tick_forever(), may_end=True)
         log.info(
             "metadata quorum: node %d (%s) starts in epoch %d, log %d..%d",
             cfg.node_id,
@@ -171,10 +181,11 @@ class QuorumDriver:
 
     async def stop(self) -> None:
         node = self.node
-        if node is not None and node.state is State.LEADER:
+        if node is not None and node.state is State.LEADER and self.halted is None:
             # Hand over now rather than make the voters wait out their fetch timeout.
-            node.resign(monotonic_ms())
-            self._process(node.ready(monotonic_ms()))
+            with contextlib.suppress(QuorumHalted), self._persisting():
+                node.resign(monotonic_ms())
+                self._process(node.ready(monotonic_ms()))
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(0.5):
                     await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -194,7 +205,48 @@ class QuorumDriver:
 
     @property
     def is_leader(self) -> bool:
-        return self.node is not None and self.node.state is State.LEADER
+        return self.halted is None and self.node is not None and self.node.state is State.LEADER
+
+    def halt(self, reason: str) -> None:
+        """Leave the quorum for good: the metadata log (or the quorum-state file) cannot
+        be written, so this replica can persist neither a vote nor a record, and a Raft
+        replica that acts without persisting breaks the protocol's safety. The core is
+        never driven again; the node's ``on_halt`` stops the node."""
+        if self.halted is not None:
+            return
+        self.halted = reason
+        log.error(
+            "node %d leaves the metadata quorum: %s (it can persist neither a vote nor a "
+            "record any more)",
+            self.config.node_id,
+            reason,
+        )
+        if self._ticker is not None:
+            self._ticker.cancel()
+        self._fail_waiters()
+        for waiter in self._change_waiters.values():
+            if not waiter.done():
+                waiter.set_result(ErrorCode.NOT_CONTROLLER)
+        self._change_waiters.clear()
+        if self.on_halt is not None:
+            self.on_halt(reason)
+
+    @contextlib.contextmanager
+    def _persisting(self) -> Iterator[None]:
+        """Drive the core here: an I/O failure of the metadata log halts the replica."""
+        if self.halted is not None:
+            raise QuorumHalted(self.halted)
+        try:
+            yield
+        except (LogOfflineError, OSError) as e:
+            if isinstance(e, LogOfflineError) and not self._is_metadata_log(e.path):
+                raise  # another log dir (applying a commit hosts partitions): not ours
+            self.halt(f"the metadata log failed: {e}")
+            raise QuorumHalted(str(e)) from e
+
+    def _is_metadata_log(self, path: str) -> bool:
+        directory = getattr(self.log, "directory", None)
+        return directory is None or path == directory or path.startswith(directory + "/")
 
     @property
     def writable(self) -> bool:
@@ -212,13 +264,17 @@ class QuorumDriver:
         """
         node = self.raft
         now = monotonic_ms()
-        offset = node.propose(records, now)
-        if offset is None:
-            raise NotController(f"node {node.node_id} is not the metadata quorum leader")
-        self._last_write_ms = now
-        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._commit_waiters[offset] = future
-        self._process(node.ready(now))
+        try:
+            with self._persisting():
+                offset = node.propose(records, now)
+                if offset is None:
+                    raise NotController(f"node {node.node_id} is not the metadata quorum leader")
+                self._last_write_ms = now
+                future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+                self._commit_waiters[offset] = future
+                self._process(node.ready(now))
+        except QuorumHalted as e:
+            raise NotController(f"node {node.node_id} left the metadata quorum: {e}") from e
         await future
         return offset
 
@@ -233,12 +289,16 @@ class QuorumDriver:
         """Run a voter change on the leader and wait for its commit: (error, message)."""
         node = self.raft
         now = monotonic_ms()
-        outcome = change(node, now)
-        if outcome.error != ErrorCode.NONE or outcome.offset is None:
-            return outcome.error, outcome.message
-        future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self._change_waiters[outcome.offset] = future
-        self._process(node.ready(now))
+        try:
+            with self._persisting():
+                outcome = change(node, now)
+                if outcome.error != ErrorCode.NONE or outcome.offset is None:
+                    return outcome.error, outcome.message
+                future: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+                self._change_waiters[outcome.offset] = future
+                self._process(node.ready(now))
+        except QuorumHalted:
+            return ErrorCode.NOT_CONTROLLER, "this controller left the metadata quorum"
         try:
             async with asyncio.timeout(timeout_ms / 1000):
                 error = await future
@@ -249,18 +309,22 @@ class QuorumDriver:
     # ------------------------------------------------------------------ the Ready loop
 
     async def _tick_forever(self) -> None:
-        while True:
+        while self.halted is None:
             await asyncio.sleep(TICK_MS / 1000)
             now = monotonic_ms()
             node = self.raft
-            if (
-                node.state is State.LEADER
-                and now - self._last_write_ms >= self.config.max_idle_interval_ms
-            ):
-                # Keep the high watermark moving, so that a stall is visible (KIP-835).
-                self._last_write_ms = now
-                node.propose([encode_metadata_record(NoOpRecord())], now)
-            self._process(node.tick(now))
+            try:
+                with self._persisting():
+                    if (
+                        node.state is State.LEADER
+                        and now - self._last_write_ms >= self.config.max_idle_interval_ms
+                    ):
+                        # Keep the high watermark moving, so that a stall is visible (KIP-835).
+                        self._last_write_ms = now
+                        node.propose([encode_metadata_record(NoOpRecord())], now)
+                    self._process(node.tick(now))
+            except QuorumHalted:
+                return
             self._watch_progress(now)
             self._maybe_update_own_voter()
 
@@ -462,13 +526,15 @@ class QuorumDriver:
                 and isinstance(message, FetchRequest)
                 and self.node is not None
             ):
-                self._process(self.node.leader_unreachable(destination, monotonic_ms()))
+                with contextlib.suppress(QuorumHalted), self._persisting():
+                    self._process(self.node.leader_unreachable(destination, monotonic_ms()))
             return
         for endpoint in getattr(response, "node_endpoints", None) or ():
             self._learned[endpoint.node_id] = (endpoint.host, endpoint.port)
         answer = wire.response_from_wire(message, response)
         if answer is not None and self.node is not None:
-            self._process(self.node.step(answer, destination, monotonic_ms()))
+            with contextlib.suppress(QuorumHalted), self._persisting():
+                self._process(self.node.step(answer, destination, monotonic_ms()))
 
     # ------------------------------------------------------------------ inbound
 
@@ -500,7 +566,8 @@ class QuorumDriver:
         elif isinstance(message, FetchRequest | FetchSnapshotRequest):
             future = loop.create_future()
             self._inbound[(sender, request_id)] = future
-        self._process(node.step(message, sender, monotonic_ms()))
+        with self._persisting():  # a halted replica answers nothing: QuorumHalted
+            self._process(node.step(message, sender, monotonic_ms()))
         if future is None:
             return wire.acknowledgement(body, node.epoch, node.leader)
         wait_ms = getattr(message, "max_wait_ms", 0) + self.config.request_timeout_ms

@@ -131,9 +131,8 @@ def _guarded(method: Callable[P, R]) -> Callable[P, R]:
         try:
             return method(*args, **kwargs)
         except OSError as e:
-            self.offline = f"{method.__name__} failed: {e}"
-            log.error("partition %s is offline: %s", self.directory, self.offline)
-            raise LogOfflineError(self.directory, self.offline) from e
+            self._fail(f"{method.__name__} failed: {e}")
+            raise LogOfflineError(self.directory, self.offline or "") from e
 
     wrapper.__name__ = method.__name__
     wrapper.__doc__ = method.__doc__
@@ -161,6 +160,9 @@ class PartitionLog:
         self.topic_id = topic_id
         self.recovery_point = self.log_end_offset
         self.offline: str | None = None
+        self.on_io_error: Callable[[PartitionLog, str], None] | None = None
+        """Told when an I/O error takes this log offline: its log dir's owner takes the
+        whole dir offline, since one failed file says the disk may fail the others."""
         self.quarantine_alarm: str | None = None
         self.unflushed_messages = 0
         self.last_flush_ms = 0
@@ -473,9 +475,22 @@ class PartitionLog:
 
     def fail_flush(self, ticket: FlushTicket, error: OSError) -> LogOfflineError:
         """A ticket's fsync failed: the log goes offline (an fsync is never retried)."""
-        self.offline = f"flush failed: {error}"
-        log.error("partition %s is offline: %s", self.directory, self.offline)
-        return LogOfflineError(self.directory, self.offline)
+        self._fail(f"flush failed: {error}")
+        return LogOfflineError(self.directory, self.offline or "")
+
+    def _fail(self, reason: str) -> None:
+        """An I/O error: offline here, and the log dir's owner is told."""
+        if self.offline is not None:
+            return
+        self.offline = reason
+        log.error("partition %s is offline: %s", self.directory, reason)
+        if self.on_io_error is not None:
+            self.on_io_error(self, reason)
+
+    def take_offline(self, reason: str) -> None:
+        """Serve nothing more: the log dir this log lives in failed."""
+        if self.offline is None:
+            self.offline = reason
 
     def _finish(self, ticket: FlushTicket) -> None:
         # Never past the log end: a truncation (or a recovery) may have cut below it.

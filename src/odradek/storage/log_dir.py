@@ -13,7 +13,7 @@ import logging
 import uuid
 from collections.abc import Callable, Collection
 
-from odradek.core.errors import ConfigError, CorruptLogError
+from odradek.core.errors import ConfigError, CorruptLogError, LogOfflineError
 from odradek.storage.checkpoint import (
     LOG_START_CHECKPOINT,
     META_PROPERTIES,
@@ -62,12 +62,57 @@ def format_log_dir(fs: FileSystem, path: str, meta: MetaProperties) -> bool:
 
 
 class LogDir:
+    """One log dir and the partition logs in it.
+
+    An I/O error in any of its logs, or in its own files (checkpoints, a partition
+    created or deleted), takes the whole dir offline, as Kafka's log dir failure
+    channel does: every log in it stops serving at once, and :attr:`on_failure` is told
+    (once), so that the node can tell the controller and move leadership away. A disk
+    that failed one write will fail others; serving some partitions from it would only
+    hide the failure.
+    """
+
     def __init__(self, fs: FileSystem, path: str, meta: MetaProperties) -> None:
         self.fs = fs
         self.path = path
         self.meta = meta
         self.logs: dict[TopicPartition, PartitionLog] = {}
         self._deletions = 0
+        self.offline: str | None = None
+        """Why this dir failed, or None while it works."""
+        self.on_failure: Callable[[str], None] | None = None
+
+    @property
+    def directory_id(self) -> uuid.UUID:
+        return self.meta.directory_id
+
+    def adopt(self, key: TopicPartition, partition_log: PartitionLog) -> None:
+        """Count a log opened elsewhere (the metadata log) as one of this dir's."""
+        self.logs[key] = partition_log
+        partition_log.on_io_error = self._log_failed
+
+    def fail(self, reason: str) -> None:
+        """Take the dir and every log in it offline; tell :attr:`on_failure` once."""
+        if self.offline is not None:
+            return
+        self.offline = reason
+        log.error(
+            "log dir %s is offline: %s; its %d partitions stop serving on this node",
+            self.path,
+            reason,
+            len(self.logs),
+        )
+        for partition_log in self.logs.values():
+            partition_log.take_offline(f"log dir {self.path} is offline: {reason}")
+        if self.on_failure is not None:
+            self.on_failure(reason)
+
+    def _log_failed(self, partition_log: PartitionLog, reason: str) -> None:
+        self.fail(f"{partition_log.directory}: {reason}")
+
+    def _guard(self, what: str, error: OSError) -> LogOfflineError:
+        self.fail(f"{what} failed: {error}")
+        return LogOfflineError(self.path, self.offline or "")
 
     @classmethod
     def open(
@@ -103,13 +148,16 @@ class LogDir:
             parsed = parse_partition_dir_name(name)
             if parsed is None or name in skip or not fs.is_dir(full):
                 continue
-            result.logs[parsed] = PartitionLog.open(
-                fs,
-                full,
-                config_for(parsed[0]),
-                now_ms,
-                recovery_point=recovery_points.get(parsed, 0),
-                log_start_offset=log_starts.get(parsed, 0),
+            result.adopt(
+                parsed,
+                PartitionLog.open(
+                    fs,
+                    full,
+                    config_for(parsed[0]),
+                    now_ms,
+                    recovery_point=recovery_points.get(parsed, 0),
+                    log_start_offset=log_starts.get(parsed, 0),
+                ),
             )
         fs.fsync_dir(path)
         return result
@@ -125,10 +173,19 @@ class LogDir:
         key = (topic, partition)
         if key in self.logs:
             raise ValueError(f"{topic}-{partition} already exists in {self.path}")
-        created = PartitionLog.create(
-            self.fs, join(self.path, partition_dir_name(topic, partition)), config, now_ms, topic_id
-        )
-        self.logs[key] = created
+        if self.offline is not None:
+            raise LogOfflineError(self.path, self.offline)
+        try:
+            created = PartitionLog.create(
+                self.fs,
+                join(self.path, partition_dir_name(topic, partition)),
+                config,
+                now_ms,
+                topic_id,
+            )
+        except OSError as e:
+            raise self._guard(f"creating {topic}-{partition}", e) from e
+        self.adopt(key, created)
         return created
 
     def delete_log(self, topic: str, partition: int) -> None:
@@ -140,6 +197,12 @@ class LogDir:
         """
         victim = self.logs.pop((topic, partition))
         victim.close()
+        try:
+            self._delete_files(victim, topic, partition)
+        except OSError as e:
+            raise self._guard(f"deleting {topic}-{partition}", e) from e
+
+    def _delete_files(self, victim: PartitionLog, topic: str, partition: int) -> None:
         self._deletions += 1
         name = partition_dir_name(topic, partition)
         aside = join(self.path, f"{name}.{self._deletions}{DELETE_SUFFIX}")
@@ -152,9 +215,24 @@ class LogDir:
         return read_offset_checkpoint(self.fs, join(self.path, REPLICATION_CHECKPOINT))
 
     def checkpoint_high_watermarks(self, high_watermarks: dict[TopicPartition, int]) -> None:
-        write_offset_checkpoint(self.fs, join(self.path, REPLICATION_CHECKPOINT), high_watermarks)
+        if self.offline is not None:
+            return  # nothing more is written to a failed dir
+        try:
+            write_offset_checkpoint(
+                self.fs, join(self.path, REPLICATION_CHECKPOINT), high_watermarks
+            )
+        except OSError as e:
+            raise self._guard("writing the high watermark checkpoint", e) from e
 
     def checkpoint(self) -> None:
+        if self.offline is not None:
+            return  # nothing more is written to a failed dir
+        try:
+            self._write_checkpoints()
+        except OSError as e:
+            raise self._guard("writing the checkpoints", e) from e
+
+    def _write_checkpoints(self) -> None:
         """Write the recovery points and log start offsets of every log.
 
         Offline logs are included with the values they last had, so that a restart does
