@@ -10,6 +10,8 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.shell.real_fs import RealFileSystem
+from odradek.storage.checkpoint import REPLICATION_CHECKPOINT, read_offset_checkpoint
 from tests.integration.nodes import NodeProcess
 
 pytestmark = pytest.mark.clients
@@ -118,5 +120,40 @@ def test_corrupt_committed_metadata_stops_the_node_loudly(tmp_path: Path) -> Non
         with pytest.raises(AssertionError, match="did not start"):
             node.start()
         assert "offline" in node.log_path.read_text()
+    finally:
+        node.kill()
+
+
+def _checkpointed_high_watermarks(root: Path) -> dict[tuple[str, int], int]:
+    found = list(root.rglob(REPLICATION_CHECKPOINT))
+    if not found:
+        return {}
+    return read_offset_checkpoint(RealFileSystem(), str(found[0]))
+
+
+def test_the_high_watermark_checkpoint_follows_its_interval_and_a_clean_stop(
+    tmp_path: Path,
+) -> None:
+    """``replica.high.watermark.checkpoint.interval.ms`` (Kafka's 5 s) is how far behind a
+    restarted replica's high watermark may start; a clean stop writes the exact one."""
+    node = NodeProcess(tmp_path)
+    bootstrap = node.start()
+    try:
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for i in range(30):
+            producer.produce("watermarked", value=b"%d" % i)
+        assert producer.flush(30) == 0
+        # Within a few intervals of 5 s, where the checkpoint used to wait 60 s.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if _checkpointed_high_watermarks(tmp_path).get(("watermarked", 0)) == 30:
+                break
+            time.sleep(0.5)
+        assert _checkpointed_high_watermarks(tmp_path).get(("watermarked", 0)) == 30
+        for i in range(12):
+            producer.produce("watermarked", value=b"%d" % i)
+        assert producer.flush(30) == 0
+        assert node.stop() == 0
+        assert _checkpointed_high_watermarks(tmp_path)[("watermarked", 0)] == 42
     finally:
         node.kill()

@@ -11,6 +11,7 @@ a consumer never reads a record that a power loss could still take back.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from odradek.controller.image import LEADER_RECOVERY_RECOVERING, PartitionImage
@@ -110,3 +111,17 @@ class LocalPartition:
         if self.flush_before_ack:
             return min(self.log.recovery_point, self.log.log_end_offset)
         return self.log.log_end_offset
+
+
+def expire_producers(
+    partitions: Iterable[LocalPartition], now_ms: int, producer_id_expiration_ms: int
+) -> dict[tuple[str, int], list[int]]:
+    """Forget, in every hosted partition, the idempotent producers idle for
+    ``producer.id.expiration.ms`` (Kafka's ``removeExpiredProducers``); the ids forgotten
+    by partition. A producer seen again afterwards starts over, as a new one."""
+    forgotten: dict[tuple[str, int], list[int]] = {}
+    for partition in partitions:
+        expired = partition.producers.remove_expired(now_ms, producer_id_expiration_ms)
+        if expired:
+            forgotten[partition.key] = expired
+    return forgotten

@@ -59,7 +59,7 @@ from odradek.broker.effects import (
     Reply,
 )
 from odradek.broker.fetch_session import FetchSessionCache
-from odradek.broker.partition import LocalPartition, may_take_roles
+from odradek.broker.partition import LocalPartition, expire_producers, may_take_roles
 from odradek.broker.producer_ids import ProducerIds
 from odradek.broker.router import Close, Dispatch, Respond, Router
 from odradek.broker.state import BrokerSettings, BrokerState
@@ -1386,15 +1386,16 @@ class Node:
 
     def _expire_producers(self, now: int) -> None:
         """Forget idempotent producers idle for ``producer.id.expiration.ms``."""
-        for partition in self.state.partitions.values():
-            expired = partition.producers.remove_expired(now, self.config.producer_id_expiration_ms)
-            if expired:
-                log.info(
-                    "%s-%d: forgot %d idle producers (producer.id.expiration.ms)",
-                    partition.topic,
-                    partition.index,
-                    len(expired),
-                )
+        forgotten = expire_producers(
+            self.state.partitions.values(), now, self.config.producer_id_expiration_ms
+        )
+        for (topic, index), ids in sorted(forgotten.items()):
+            log.info(
+                "%s-%d: forgot %d idle producers (producer.id.expiration.ms)",
+                topic,
+                index,
+                len(ids),
+            )
 
 
 async def run_node(config: NodeConfig, ready: asyncio.Event | None = None) -> int:
