@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.integration.cluster import Cluster
 from tests.integration.nodes import NodeProcess
 
 pytestmark = pytest.mark.clients
@@ -164,3 +165,35 @@ def test_committed_offsets_survive_a_restart(node: NodeProcess) -> None:
             rest.append((message.value() or b"").decode())
     second.close()
     assert rest == [f"r{i}" for i in range(60, 100)]
+
+
+def test_offsets_commit_from_outside_any_generation_on_three_nodes(tmp_path: Path) -> None:
+    """A commit for an existing partition from a consumer that never joined the group
+    (librdkafka's ``commit(offsets=...)``, reset tools, a group committing while it
+    rebalances) succeeds whichever broker coordinates the group, as in Kafka: the
+    coordinator need not host the partition. Before, every coordinator that did not host
+    it answered UNKNOWN_TOPIC_OR_PARTITION."""
+    cluster = Cluster(tmp_path)
+    cluster.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        # One replica: only one broker hosts the partition.
+        admin.create_topics([NewTopic("committed", 1, replication_factor=1)])["committed"].result(
+            30
+        )
+        # Groups hash to offsets partitions led by different brokers.
+        for i in range(8):
+            consumer = Consumer(
+                {"bootstrap.servers": cluster.bootstrap, "group.id": f"outsider-{i}"}
+            )
+            try:
+                committed = consumer.commit(
+                    offsets=[TopicPartition("committed", 0, 42)], asynchronous=False
+                )
+                assert committed is not None and committed[0].error is None, committed
+                (fetched,) = consumer.committed([TopicPartition("committed", 0)], timeout=30)
+                assert fetched.offset == 42
+            finally:
+                consumer.close()
+    finally:
+        cluster.stop()
