@@ -10,6 +10,9 @@ answer waits for new records (``AwaitData``) up to ``max_wait_ms``.
 In an incremental fetch session, a partition the request does not name whose position
 this same leader (one leader epoch) already found on its history, and which has nothing
 new, skips the checks and its answer (``_quiet``): it only counts as fetched again.
+
+Only a registered follower is counted: the fetch must name a replica of the partition
+and carry that broker's current broker epoch (:func:`registered_follower`).
 """
 
 from __future__ import annotations
@@ -41,6 +44,16 @@ def replica_of(version: int, request: FetchRequest) -> int:
     return request.replica_id
 
 
+def registered_follower(state: BrokerState, replica: int, replica_epoch: int) -> bool:
+    """Whether a fetch naming ``replica`` comes from that broker as registered now: its
+    ``replica_epoch`` (Fetch v15's ReplicaState) is the broker epoch of its current
+    registration. Anyone can put a broker's id in a Fetch; only the registered process
+    knows its epoch, so only its fetches count towards the high watermark. Kafka refuses
+    stale epochs the same way (NOT_LEADER_OR_FOLLOWER)."""
+    broker = state.image.brokers.get(replica)
+    return broker is not None and replica_epoch >= 0 and broker.epoch == replica_epoch
+
+
 def _quiet(
     state: BrokerState,
     key: tuple[str, int],
@@ -55,7 +68,7 @@ def _quiet(
     fetched (its caught-up time moves on) and is left out of the answer. Anything else,
     or any doubt, takes the full path."""
     partition = state.partitions.get(key)
-    if partition is None:
+    if partition is None or not registered_follower(state, replica, replica_epoch):
         return False
     leader = partition.leader_state
     if leader is None or leader is not cached.checked_by or leader.is_obsolete:
@@ -132,6 +145,14 @@ def attempt(
                 if hint is not None:
                     data.current_leader.leader_id = hint.leader_id
                     data.current_leader.leader_epoch = hint.leader_epoch
+                continue
+            if replica not in leader.replicas or not registered_follower(
+                state, replica, replica_epoch
+            ):
+                # Not a replica of this partition, or not the process registered under
+                # that id (a client posing as a follower, or one that lost its session):
+                # served nothing and counted nowhere.
+                data.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
                 continue
             error = leader.check_leader_epoch(wanted.current_leader_epoch)
             if error != ErrorCode.NONE:
