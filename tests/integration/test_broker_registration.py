@@ -19,6 +19,7 @@ from confluent_kafka.admin import AdminClient
 from odradek.cli.ports import free_port
 from tests.integration.cluster import CLUSTER_ID as CLUSTER
 from tests.integration.cluster import ServerProcess, odradek
+from tests.integration.nodes import NodeProcess
 
 
 class Server(ServerProcess):
@@ -92,3 +93,27 @@ def test_brokers_register_are_fenced_when_silent_and_come_back(
     # Restarted, it registers again (a new incarnation) and is unfenced once caught up.
     broker2.start(wait_for_clients=True)
     wait_for("broker 2 back", lambda: brokers_seen(port3) == {2, 3})
+
+
+def test_a_node_restarted_after_sigkill_registers_at_once(tmp_path: Path) -> None:
+    """The restarted process holds the log dir's lock, so the registration the metadata
+    names for its dir belongs to a process that is gone: it replaces it at once
+    (previous_broker_epoch) instead of being refused with DUPLICATE_BROKER_REGISTRATION
+    until the old session times out (broker.session.timeout.ms, 9 s by default). And a
+    second process on the same dir is refused, with the dir named."""
+    node = NodeProcess(tmp_path / "single")
+    node.start()
+    try:
+        for _ in range(2):
+            node.kill()
+            log_before = node.log_path.read_text()
+            node.start()
+            restarted = node.log_path.read_text()[len(log_before) :]
+            assert "registered with epoch" in restarted
+            assert "DUPLICATE_BROKER_REGISTRATION" not in restarted
+        config = tmp_path / "single" / "node-1" / "server.properties"
+        second = odradek("server", "--config", str(config), check=False)
+        assert second.returncode != 0
+        assert "in use by another process" in second.stderr
+    finally:
+        node.kill()

@@ -100,7 +100,10 @@ def dev(nodes: int, directory: str, host: str, port: int) -> None:
         config = _node_config(fs, server_config)
     except (ConfigError, CorruptLogError) as e:
         raise click.ClickException(str(e)) from None
-    status = asyncio.run(run_node(config))
+    try:
+        status = asyncio.run(run_node(config))
+    except ConfigError as e:  # found at start: a dir in use, say
+        raise click.ClickException(str(e)) from None
     if status:
         sys.exit(status)
 
@@ -172,7 +175,10 @@ def server(config_path: str, overrides: tuple[str, ...]) -> None:
         node = _node_config(fs, config)
     except (ConfigError, CorruptLogError) as e:
         raise click.ClickException(str(e)) from None
-    status = asyncio.run(run_node(node))
+    try:
+        status = asyncio.run(run_node(node))
+    except ConfigError as e:  # found at start: a dir in use, say
+        raise click.ClickException(str(e)) from None
     if status:
         sys.exit(status)
 

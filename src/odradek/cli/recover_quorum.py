@@ -44,6 +44,7 @@ from odradek.raft.recovery import (
 )
 from odradek.raft.survey import MetadataLogSurvey, survey
 from odradek.raft.voters import Voter, VoterEndpoint
+from odradek.shell.dir_lock import DirLock
 from odradek.shell.real_fs import RealFileSystem
 from odradek.storage.checkpoint import META_PROPERTIES, MetaProperties, read_meta_properties
 from odradek.storage.fs import join, write_file_atomically
@@ -365,9 +366,19 @@ def _accepts(host: str, port: int) -> bool:
 def _running_server(config_path: str, config: ServerConfig) -> str | None:
     """Why the node of ``config_path`` looks alive, or None.
 
-    Two checks, since the node keeps no lock file: a process whose command line runs
-    ``server`` with this very config file, and any of its listeners accepting.
+    Three checks: a process holds the lock of its metadata log dir, a process whose
+    command line runs ``server`` with this very config file, or any of its listeners
+    accepts connections.
     """
+    lock = DirLock(config.metadata_log_dir)
+    try:
+        lock.acquire()
+    except ConfigError:
+        return f"a process holds the lock of {config.metadata_log_dir}"
+    except OSError:
+        pass  # no such dir (yet): the other checks decide
+    else:
+        lock.release()
     wanted = os.path.realpath(config_path)
     try:
         pids = [p for p in os.listdir("/proc") if p.isdigit()]

@@ -109,6 +109,7 @@ from odradek.shell import controller_service
 from odradek.shell.broker_lifecycle import BrokerLifecycle
 from odradek.shell.clock import now_ms
 from odradek.shell.controller_service import ControllerService
+from odradek.shell.dir_lock import DirLock
 from odradek.shell.group_commit import GroupCommit
 from odradek.shell.peer_client import PeerPool, PeerUnavailable, bind_outgoing_connections
 from odradek.shell.quorum import NotController, QuorumConfig, QuorumDriver
@@ -213,6 +214,7 @@ class Node:
         # Every long-lived task runs under it: a failure is handled or stops the node.
         self.supervisor = Supervisor(self._fatal)
         self.failed = asyncio.Event()
+        self._locks: list[DirLock] = []
         self.stop_reason: str | None = None
         """Why the node stopped itself (then it exits with status 1), or None."""
         server = config.server
@@ -419,6 +421,14 @@ class Node:
     async def start(self) -> None:
         cfg = self.config
         now = now_ms()
+        # One process per dir; holding the locks also proves every earlier process on
+        # these dirs is gone (see _previous_broker_epoch).
+        for directory in dict.fromkeys(
+            [cfg.metadata_log_dir, *([cfg.log_dir] if cfg.is_broker else [])]
+        ):
+            lock = DirLock(directory)
+            lock.acquire()
+            self._locks.append(lock)
         # The metadata first: each topic's log settings come from its configs there.
         metadata_dir = metadata_log_directory(cfg.metadata_log_dir)
         self.raft_log = DiskRaftLog.open(
@@ -503,6 +513,26 @@ class Node:
         self.fs.remove(path)
         self.fs.fsync_dir(self.config.log_dir)
         return epoch
+
+    def _previous_broker_epoch(self) -> int:
+        """The broker epoch of this broker's previous process, which the controller then
+        lets this one replace at once (BrokerRegistration's previous_broker_epoch).
+
+        After a clean stop it is in the clean shutdown file. After a crash it is the
+        registration the metadata names for this id, if that registration claimed this
+        very log dir (directory ids are unique): this process holds the dir's lock, so
+        that process is gone, whatever its session on the controller still says.
+        (Another process under the same id on another dir is not claimed: its session
+        keeps DUPLICATE_BROKER_REGISTRATION protecting it.)
+        """
+        clean = self._take_clean_shutdown_epoch()
+        if clean >= 0:
+            return clean
+        assert self.log_dir is not None
+        broker = self.state.image.brokers.get(self.config.settings.node_id)
+        if broker is not None and self.log_dir.directory_id in broker.log_dirs:
+            return broker.epoch
+        return -1
 
     def _write_clean_shutdown_epoch(self) -> None:
         if self.lifecycle is None or self.lifecycle.broker_epoch < 0:
@@ -595,7 +625,7 @@ class Node:
             metadata_offset=lambda: self.state.image.offset,
             heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
             request_timeout_ms=cfg.quorum.request_timeout_ms,
-            previous_broker_epoch=self._take_clean_shutdown_epoch(),
+            previous_broker_epoch=self._previous_broker_epoch(),
         )
         self._lifecycle_task = self.supervisor.start("broker-lifecycle", self.lifecycle.run())
         self.supervisor.start("isr-ticker", self.replication.isr_ticker())
@@ -652,6 +682,8 @@ class Node:
                 self._write_clean_shutdown_epoch()
         if self.raft_log is not None:
             self.raft_log.close()
+        for lock in self._locks:
+            lock.release()
         log.info("node %d stopped", self.config.settings.node_id)
 
     # --- Metadata -------------------------------------------------------------------
