@@ -133,8 +133,8 @@ log = logging.getLogger("odradek.node")
 METADATA_TOPIC = "__cluster_metadata"
 # Requests one connection may have in progress before the node stops reading from it.
 MAX_IN_FLIGHT_PER_CONNECTION = 64
-# Forwarding a metadata write to the active controller: attempts across leader changes.
-FORWARD_ATTEMPTS = 20
+# Forwarding a metadata write to the active controller: how long to keep trying, across
+# leader changes, and the pause between tries while the leader stays the same.
 FORWARD_BACKOFF_S = 0.1
 FORWARD_TIMEOUT_S = 30.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
@@ -1255,9 +1255,18 @@ class Node:
         return Router.encode(dispatch.header, response, dispatch.response_version)
 
     async def _forward(self, payload: bytes) -> bytes:
-        """Send a client's request to the active controller; its encoded response."""
+        """Send a client's request to the active controller; its encoded response.
+
+        Tries for ``FORWARD_TIMEOUT_S`` in all, across controller failovers: each time
+        the leader this node knows changes (or after a short backoff) it asks again.
+        Before, it gave up after 20 quick tries, about 2 s, less than a failover can
+        take, and the client saw its connection closed.
+        """
         assert self.quorum is not None
-        for _ in range(FORWARD_ATTEMPTS):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FORWARD_TIMEOUT_S
+        while (remaining := deadline - loop.time()) > 0:
+            changed = self.quorum.leader_changed
             leader = self.quorum.raft.leader
             address = None if leader is None else self.quorum.address_of(leader)
             if address is not None:
@@ -1270,13 +1279,15 @@ class Node:
                             client_host_address=b"\x7f\x00\x00\x01",
                         ),
                         0,
-                        FORWARD_TIMEOUT_S,
+                        remaining,
                     )
                 except (PeerUnavailable, TimeoutError):
                     answer = None
                 if answer is not None and answer.error_code == ErrorCode.NONE:
                     return bytes(answer.response_data or b"")
-            await asyncio.sleep(FORWARD_BACKOFF_S)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(FORWARD_BACKOFF_S):
+                    await changed.wait()
         raise NotController("no active controller answered the forwarded request")
 
     async def _run_forwarded(self, payload: bytes) -> bytes:
