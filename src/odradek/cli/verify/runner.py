@@ -5,7 +5,6 @@ way out, whatever happened."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import signal
@@ -18,6 +17,7 @@ from types import FrameType
 
 import click
 
+from odradek.cli.client import ClientSettings, ClusterClient, ConnectionFailed, parse_addresses
 from odradek.cli.cluster import gather_health
 from odradek.cli.verify.netns import PacketFilter
 from odradek.cli.verify.nodes import NodeSet
@@ -33,7 +33,6 @@ from odradek.cli.verify.workload import (
     final_read,
     leaders,
 )
-from odradek.shell.peer_client import PeerUnavailable
 from odradek.verify import nemesis as n
 from odradek.verify.checker import Verdict, final_read_of, judge
 from odradek.verify.history import FAIL, INFO, INVOKE, NEMESIS, OK, Op, dumps
@@ -223,16 +222,13 @@ def recorded_loss(bootstrap_servers: str) -> RecordedLoss | None:
     replica may take a while to get there (its connections to the leaders time out
     first). None when no broker answers."""
     deadline = time.monotonic() + RECORD_WAIT_S
+    client = ClusterClient(
+        ClientSettings(parse_addresses(bootstrap_servers, "bootstrap.servers"), "odradek-verify")
+    )
     while True:
-        report = None
-        for server in bootstrap_servers.split(","):
-            host, _, port = server.rpartition(":")
-            try:
-                report = asyncio.run(gather_health((host, int(port))))
-                break
-            except (PeerUnavailable, TimeoutError, OSError):
-                continue
-        if report is None:
+        try:
+            report = client.run(lambda: gather_health(client))
+        except ConnectionFailed:
             return None
         elections = [e for _, e in report.unclean_elections]
         unreported = sum(1 for e in elections if e.estimated_lost is None)
