@@ -727,7 +727,24 @@ class Node:
         return value if isinstance(value, int) else self.config.settings.message_max_bytes
 
     def _apply_committed(self, entries: list[Entry]) -> None:
-        """Replay committed metadata into the image; host what it now assigns here."""
+        """Replay committed metadata into the image; host what it now assigns here.
+
+        A record the image refuses (a broken invariant) means the log or this node is
+        wrong: the node must not go on serving a half-applied image, so it stops, its
+        replica of the metadata log halted first (no more votes or acknowledgements)."""
+        try:
+            self._replay_committed(entries)
+        except Exception as e:
+            self._metadata_broken(f"applying committed metadata failed: {e!r}")
+            raise
+
+    def _metadata_broken(self, reason: str) -> None:
+        log.critical("%s", reason, exc_info=True)
+        if self.quorum is not None:
+            self.quorum.halt(reason)
+        self.fail(reason)
+
+    def _replay_committed(self, entries: list[Entry]) -> None:
         changed = False
         for entry in entries:
             if entry.control is not None:
@@ -745,6 +762,13 @@ class Node:
 
     def _apply_snapshot(self, snapshot_id: SnapshotId) -> None:
         """Start the image over from a snapshot (at start, or installed from the leader)."""
+        try:
+            self._load_snapshot(snapshot_id)
+        except Exception as e:
+            self._metadata_broken(f"applying metadata snapshot {snapshot_id} failed: {e!r}")
+            raise
+
+    def _load_snapshot(self, snapshot_id: SnapshotId) -> None:
         assert self.raft_log is not None
         data = self.raft_log.read_snapshot(snapshot_id)
         if data is None:
@@ -1341,15 +1365,21 @@ class Node:
                         ready.set_exception(e)
                     await queue(ready, size)
                     continue
-                answer = asyncio.ensure_future(self._answer(routed, payload))
+                # The image this handler decided on: a commit applied before its task
+                # first runs must make it decide again, never commit what it decided.
+                answer = asyncio.ensure_future(
+                    self._answer(routed, payload, self._image_generation)
+                )
                 self._connections.add(answer)
                 answer.add_done_callback(self._connections.discard)
                 await queue(answer, size)
             budget.arriving(decoder.pending_frame_bytes())
 
-    async def _answer(self, dispatch: Dispatch, payload: bytearray) -> list[Records] | None:
+    async def _answer(
+        self, dispatch: Dispatch, payload: bytearray, decided_on: int
+    ) -> list[Records] | None:
         try:
-            response = await self._carry(dispatch, payload)
+            response = await self._carry(dispatch, payload, decided_on)
         except NotController:
             # A metadata write on a node that is not the active controller: forward the
             # whole request there (Envelope, KIP-590) and relay its response.
@@ -1398,11 +1428,12 @@ class Node:
         """On the active controller: run a forwarded request through the broker handlers."""
         self._stamp()
         routed = self.router.handle(bytearray(payload), "forwarded")
+        decided_on = self._image_generation
         if isinstance(routed, Close):
             raise NotController(f"forwarded request refused: {routed.reason}")
         if isinstance(routed, Respond):
             return _joined(routed.chunks)
-        response = await self._carry(routed, bytearray(payload))
+        response = await self._carry(routed, bytearray(payload), decided_on)
         if response is None:
             return b""
         return _joined(Router.encode(routed.header, response, routed.response_version))
@@ -1433,11 +1464,15 @@ class Node:
             log.exception("closing connection from %s after an internal error", peer)
             writer.close()
 
-    async def _carry(self, dispatch: Dispatch, payload: bytearray) -> Any:
+    async def _carry(self, dispatch: Dispatch, payload: bytearray, decided_on: int) -> Any:
+        """Carry a handler's outcome through its effects. ``decided_on`` is the image
+        generation the handler decided on (read when it ran, not when this task first
+        runs: a commit applied in between would otherwise pass for seen, and two
+        requests decided on one image would both commit, a topic created twice or one
+        block of producer ids handed out twice, which breaks the image on every node).
+        Records built on an older image are decided again rather than committed."""
         outcome: Outcome = dispatch.outcome
-        # The image the handler decided on; records built on an older image (another
-        # connection committed meanwhile) are decided again rather than committed.
-        seen = self._image_generation
+        seen = decided_on
         while True:
             if isinstance(outcome, Reply):
                 return outcome.response

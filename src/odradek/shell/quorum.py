@@ -472,11 +472,10 @@ class QuorumDriver:
         )
 
     def _spawn(self, coroutine: Any) -> None:
-        # One request: if it fails it is logged and dropped, which Raft tolerates as a
-        # lost message (the core sends again on its timers).
-        task = self._supervisor.start(
-            "raft-request", coroutine, on_failure=lambda error: None, may_end=True
-        )
+        # One request. Network trouble is handled inside it (Raft tolerates a lost
+        # message); anything else that escapes is a bug, or a committed record the image
+        # refused, and either way the node must not go on: fatal.
+        task = self._supervisor.start("raft-request", coroutine, may_end=True)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
