@@ -19,7 +19,7 @@ from odradek.protocol.messages.fetch_request import (
     ForgottenTopic,
     ReplicaState,
 )
-from odradek.shell.clock import now_ms
+from odradek.shell.clock import monotonic_ms
 from odradek.shell.replication import ReplicationService
 from tests.broker.harness import Harness, batch, header, new_harness
 
@@ -204,10 +204,10 @@ def test_a_full_cache_refuses_new_sessions_until_one_is_idle_long_enough() -> No
     h.state.fetch_sessions = FetchSessionCache(slots=1)
     first = answer(fetch(h, {0: 3}, topic_id, epoch=0)).session_id
     assert first != 0
-    h.state.now_ms = EVICTION_MS - 1
+    h.state.monotonic_ms = EVICTION_MS - 1  # sessions age on the monotonic clock
     refused = answer(fetch(h, {0: 3}, topic_id, epoch=0))
     assert refused.session_id == 0 and set(answered(refused)) == {0}  # served, full
-    h.state.now_ms = EVICTION_MS
+    h.state.monotonic_ms = EVICTION_MS
     taken = answer(fetch(h, {0: 3}, topic_id, epoch=0)).session_id
     assert taken not in (0, first)
     assert list(h.state.fetch_sessions.sessions) == [taken]
@@ -247,14 +247,14 @@ def test_a_follower_in_a_session_stays_caught_up_while_it_names_nothing() -> Non
             service.new_role(h.partition("t", index), partitions[index], 0)
         leader = h.partition("t", 1).leader_state
         assert leader is not None
-        base = now_ms() + 10_000  # the leader started on the real clock
-        h.state.now_ms = base
+        base = monotonic_ms() + 10_000  # the leader started on the real clock
+        h.state.monotonic_ms = base
         session = answer(
             fetch(h, {0: 0, 1: 0}, topic_id, epoch=0, replica=FOLLOWER, current_leader_epoch=0)
         ).session_id
         follower = leader.follower_state(FOLLOWER)
         assert follower is not None and follower.last_caught_up_time_ms == base
-        h.state.now_ms = base + 25_000
+        h.state.monotonic_ms = base + 25_000
         quiet = answer(fetch(h, {}, topic_id, session, 1, replica=FOLLOWER))
         assert answered(quiet) == {}
         follower = leader.follower_state(FOLLOWER)
@@ -273,7 +273,7 @@ def _leader_with_follower(partitions: int = 2) -> tuple[Harness, uuid.UUID, Any]
     images = h.image.topics_by_name["t"].partitions
     for index in range(partitions):
         service.new_role(h.partition("t", index), images[index], 0)
-    h.state.now_ms = now_ms() + 10_000  # the leaders started on the real clock
+    h.state.monotonic_ms = monotonic_ms() + 10_000  # the leaders started on the real clock
     return h, topic_id, service
 
 

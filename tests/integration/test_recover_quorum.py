@@ -100,7 +100,12 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         n.stop()
 
 
-def test_lose_two_of_three_controllers_and_recover(cluster: Cluster, tmp_path: Path) -> None:
+def test_lose_two_of_three_controllers_and_recover(cluster: Cluster) -> None:
+    lose_two_controllers_and_recover(cluster)
+
+
+def lose_two_controllers_and_recover(cluster: Cluster) -> None:
+    """The whole procedure on a started cluster (also repeated by the slow scenarios)."""
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
     admin.create_topics([NewTopic("orders", 2, 2)])["orders"].result(30)
     # Not idempotent: a stalled quorum cannot hand out producer ids, and an idempotent

@@ -448,3 +448,32 @@ def test_a_new_leader_names_the_voters_that_have_not_fetched_from_it() -> None:
     c.advance(c.now + FT + 4 * ET)
     (new,) = [n for n in c.nodes.values() if n.state is State.LEADER and n is not leader]
     assert new.silent_voters() == {leader.node_id}
+
+
+def test_an_observer_whose_probe_is_refused_asks_another_voter_at_once() -> None:
+    """An observer looking for the new leader after its leader died may pick a dead
+    voter: a refused connection fails that fetch now, and the next goes out after the
+    fetch backoff, not after the request timeout (a broker found the new controller 4 s
+    late that way, and forwarded admin requests gave up meanwhile)."""
+    refusals = 0
+    for seed in range(20):
+        o = node(9, voters=(1, 2, 3), seed=seed)
+        assert not o.is_voter
+        o.step(FetchResponse(1, 3, 0, (), 0), 3, 0)  # it learns that 3 leads epoch 1
+        refused = 0
+        now = 100
+        while o.leader != 1 and now < 10_000:
+            for to, message in sent(o.tick(now), FetchRequest):
+                assert isinstance(message, FetchRequest)
+                if to in (2, 3):  # both gone: their hosts refuse the connection
+                    refused += 1
+                    o.leader_unreachable(to, now)
+                else:  # 1 leads epoch 2 now
+                    o.step(FetchResponse(2, 1, 0, (), message.request_id), to, now)
+            now += 20
+        assert o.leader == 1 and o.epoch == 2
+        refusals += refused
+        # Every refusal costs a fetch backoff (50 ms, on 20 ms ticks), never the request
+        # timeout (300 ms here, 2 s by default in Kafka).
+        assert now <= 100 + 60 * (refused + 1), (seed, refused, now)
+    assert refusals > 0  # the seeds do pick dead voters

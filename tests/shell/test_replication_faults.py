@@ -11,7 +11,7 @@ import errno
 from odradek.protocol.messages import FetchResponse
 from odradek.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
 from odradek.protocol.record_batch import Record, encode_batch
-from odradek.shell.clock import now_ms
+from odradek.shell.clock import monotonic_ms
 from odradek.shell.replication import ReplicationService
 from odradek.shell.supervisor import Supervisor
 from tests.broker.harness import new_harness
@@ -70,7 +70,7 @@ def test_bad_records_and_disk_errors_touch_only_their_partition() -> None:
         assert h.partition("t", 2).log.offline is not None
         # After its backoff partition 1 is fetched again from the same offset; the
         # offline partition 2 never again: its log end may not be on its disk.
-        later = service.next_fetches(LEADER, now_ms() + 5_000, set())
+        later = service.next_fetches(LEADER, monotonic_ms() + 5_000, set())
         assert set(later) == {("t", 0), ("t", 1)}
         assert later[("t", 1)][1].fetch_offset == 0
 

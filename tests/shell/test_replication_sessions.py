@@ -9,7 +9,7 @@ import asyncio
 from odradek.protocol.messages import FetchResponse
 from odradek.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
 from odradek.replication.fetch_session import Answer, FetchSessionHandler
-from odradek.shell.clock import now_ms
+from odradek.shell.clock import monotonic_ms
 from odradek.shell.replication import ReplicationService
 from tests.broker.harness import new_harness
 
@@ -74,7 +74,7 @@ def test_the_fetcher_names_only_what_moved_and_refetches_what_was_left_out() -> 
 
         # Partition 1 appended records: the next request names it alone, at its new end.
         h.append("t", 1, batches=1, records=3)
-        fetches = service.next_fetches(LEADER, now_ms() + 5_000, set())  # after the pause
+        fetches = service.next_fetches(LEADER, monotonic_ms() + 5_000, set())  # after the pause
         assert set(fetches) == {("t", 0), ("t", 1)}
         request, asked = service._fetch_request(fetches, 500, 1 << 20, set(), session)
         named = [(p.partition, p.fetch_offset) for t in request.topics for p in t.partitions]

@@ -143,11 +143,13 @@ def test_every_scenario_with_the_defaults_finds_nothing(tmp_path: Path, scenario
 
 def test_ctrl_c_removes_the_namespace_and_every_node(tmp_path: Path) -> None:
     report = tmp_path / "report"
-    run = subprocess.Popen(
-        [sys.executable, "-m", "odradek", "verify", "--scenario", "kill-leaders",
-         "--time", "120", "--report", str(report)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )  # fmt: skip
+    output = tmp_path / "verify-output.txt"
+    with output.open("wb") as sink:
+        run = subprocess.Popen(
+            [sys.executable, "-m", "odradek", "verify", "--scenario", "kill-leaders",
+             "--time", "120", "--report", str(report)],
+            stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
     namespace = f"odradek-verify-{run.pid}"
     deadline = time.monotonic() + 120
     started = report / "nodes" / "node-1" / "stdout.txt"
@@ -155,7 +157,8 @@ def test_ctrl_c_removes_the_namespace_and_every_node(tmp_path: Path) -> None:
         if started.exists() and b"bootstrap.servers=" in started.read_bytes():
             break
         time.sleep(0.5)
-    assert namespace in netns.names()
+    # If verify ended (or never got its nodes serving), say why: its own output.
+    assert run.poll() is None and namespace in netns.names(), output.read_text()[-4000:]
     os.killpg(run.pid, signal.SIGINT)  # what a terminal's Ctrl-C sends
     assert run.wait(120) != 0
     assert namespace not in netns.names()

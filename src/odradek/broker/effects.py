@@ -44,7 +44,8 @@ class AwaitFlush:
 @dataclass(frozen=True, slots=True)
 class AwaitData:
     """A fetch that may wait: call ``then(timed_out)`` when any of ``partitions`` gets new
-    readable data, or with True at ``deadline_ms``."""
+    readable data, or with True at ``deadline_ms`` (on the monotonic clock, as
+    :attr:`~odradek.broker.state.BrokerState.monotonic_ms`)."""
 
     partitions: frozenset[tuple[str, int]]
     deadline_ms: int

@@ -37,10 +37,10 @@ NODE_ENDPOINTS_VERSION = 16
 def handle_fetch(state: BrokerState, header: RequestHeader, request: FetchRequest) -> Outcome:
     version = header.request_api_version
     replica = replica_fetch.replica_of(version, request)
-    context = state.fetch_sessions.context(request, version, replica, state.now_ms, state.rng)
+    context = state.fetch_sessions.context(request, version, replica, state.monotonic_ms, state.rng)
     if context.error != ErrorCode.NONE:
         return Reply(FetchResponse(error_code=context.error, session_id=0))
-    deadline = state.now_ms + max(request.max_wait_ms, 0)
+    deadline = state.monotonic_ms + max(request.max_wait_ms, 0)
     if replica >= 0:
         return replica_fetch.attempt(state, version, request, context, deadline, False)
     return _attempt(state, version, request, context, deadline, timed_out=False)

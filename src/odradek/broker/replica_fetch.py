@@ -86,7 +86,7 @@ def _quiet(
     ):
         return False
     partition.follower_broker_epochs[replica] = replica_epoch
-    change = leader.on_follower_fetch(replica, wanted.fetch_offset, state.now_ms)
+    change = leader.on_follower_fetch(replica, wanted.fetch_offset, state.monotonic_ms)
     if change.error != ErrorCode.NONE:
         return False  # the full path answers the error
     if change.recheck_acks:
@@ -174,7 +174,7 @@ def attempt(
                 data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue
             partition.follower_broker_epochs[replica] = replica_epoch
-            change = leader.on_follower_fetch(replica, wanted.fetch_offset, state.now_ms)
+            change = leader.on_follower_fetch(replica, wanted.fetch_offset, state.monotonic_ms)
             if change.error != ErrorCode.NONE:
                 data.error_code = change.error
                 continue

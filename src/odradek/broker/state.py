@@ -52,6 +52,11 @@ class BrokerState:
     partitions: dict[tuple[str, int], LocalPartition] = field(default_factory=dict)
     rng: random.Random = field(default_factory=lambda: random.Random(0))
     now_ms: int = 0
+    """The wall clock when the request was read: for what is stamped (LogAppendTime,
+    segment age, retention)."""
+    monotonic_ms: int = 0
+    """The monotonic clock at the same moment: for every timeout (a follower's
+    caught-up time, fetch sessions, a long poll's deadline)."""
     validate_topic_configs: Callable[[dict[str, str]], dict[str, str]] = _accept_all
     """Raises ConfigError naming the key for an unknown key or a bad value."""
     replication_changed: Callable[[tuple[str, int]], None] = _ignore

@@ -193,6 +193,7 @@ class RaftNode:
         self._pending_changes: list[int] = []
         # Follower and observer: the fetch loop.
         self._fetch_deadline_ms = 0
+        self._fetch_sent_to: int | None = None  # where the fetch in flight went
         self._last_leader_contact_ms: int | None = None
         self._request_id = 0
         self._fetch_in_flight: int | None = None
@@ -404,12 +405,19 @@ class RaftNode:
         process is gone (a partition drops packets and is noticed by the fetch timeout
         instead). A follower of ``leader`` stops counting it as alive, so it grants
         pre-votes, and asks for them itself after a short random backoff rather than
-        ``controller.quorum.fetch.timeout.ms``. Only timing changes: elections stay
-        pre-voted and voted as always, so a wrong report costs one failed pre-vote."""
+        ``controller.quorum.fetch.timeout.ms``. A fetch in flight to it has failed: the
+        next one goes out after the fetch backoff (to another replica, when looking for
+        the leader) instead of after the request timeout; an observer that probed a dead
+        voter so found the new leader only seconds later. Only timing changes:
+        elections stay pre-voted and voted as always, so a wrong report costs one failed
+        pre-vote."""
         if self.state is State.FOLLOWER and self.leader == leader:
             self._last_leader_contact_ms = None
             backoff = self._rng.randrange(max(1, self.election_timeout_ms // 4))
             self._fetch_deadline_ms = min(self._fetch_deadline_ms, now_ms + backoff)
+        if self._fetch_in_flight is not None and self._fetch_sent_to == leader:
+            self._fetch_in_flight = None
+            self._next_fetch_ms = now_ms + self.fetch_backoff_ms
         return self._take_ready(now_ms)
 
     def step(self, message: Message, from_node: int, now_ms: int) -> Ready:
@@ -614,7 +622,8 @@ class RaftNode:
             self._request_id,
             0,
         )
-        self._send(bootstrap_destination(self._bootstrap_turn), request)
+        self._fetch_sent_to = bootstrap_destination(self._bootstrap_turn)
+        self._send(self._fetch_sent_to, request)
 
     def _vote_request(self, voter: int, pre_vote: bool) -> VoteRequest:
         known = self.voters.get(voter)
@@ -923,6 +932,7 @@ class RaftNode:
         self._request_id += 1
         self._fetch_in_flight = self._request_id
         self._fetch_sent_ms = now_ms
+        self._fetch_sent_to = target
         if self._snapshot_fetch is not None:
             snapshot_id, buffer = self._snapshot_fetch
             self._fetch_wait_ms = 0

@@ -59,7 +59,10 @@ from odradek.protocol.messages import (
 from odradek.protocol.metadata_record import encode_metadata_record
 from odradek.raft.core import RaftNode
 from odradek.raft.voters import ReplicaKey, Voter, VoterEndpoint
-from odradek.shell.clock import now_ms
+
+# Broker sessions are timeouts: the monotonic clock. Only what is stamped into the
+# metadata (an unclean election's time) is wall-clock time.
+from odradek.shell.clock import monotonic_ms, now_ms
 from odradek.shell.quorum import NotController, QuorumDriver
 
 log = logging.getLogger("odradek.controller")
@@ -136,7 +139,7 @@ class ControllerService:
         if self._state_epoch != self.quorum.raft.epoch:
             return
         log.info("broker %d: heartbeat connection from %s closed", broker_id, peer)
-        self._state.heartbeats.connection_lost(broker_id, now_ms())
+        self._state.heartbeats.connection_lost(broker_id, monotonic_ms())
 
     async def handle(self, call: ControllerCall, peer: str = "?") -> Any:
         header, body = call.header, call.body
@@ -160,12 +163,12 @@ class ControllerService:
             return await self._update_voter(body)
         if isinstance(body, BrokerRegistrationRequest):
             return await self._command(
-                lambda s, nxt: s.register_broker(body, nxt, now_ms()),
+                lambda s, nxt: s.register_broker(body, nxt, monotonic_ms()),
                 lambda error: BrokerRegistrationResponse(error_code=error, broker_epoch=-1),
             )
         if isinstance(body, BrokerHeartbeatRequest):
             return await self._command(
-                lambda s, nxt: s.broker_heartbeat(body, nxt, now_ms()),
+                lambda s, nxt: s.broker_heartbeat(body, nxt, monotonic_ms()),
                 lambda error: BrokerHeartbeatResponse(error_code=error, is_fenced=True),
             )
         if isinstance(body, EnvelopeRequest):
@@ -199,7 +202,7 @@ class ControllerService:
             self._state = QuorumControllerState(
                 self.image(),
                 cluster_id=self.cluster_id,
-                activated_ms=now_ms(),
+                activated_ms=monotonic_ms(),
                 session_timeout_ms=self.session_timeout_ms,
                 connection_loss_ms=self.connection_loss_ms,
             )
@@ -343,7 +346,7 @@ class ControllerService:
         grace = self.connection_loss_ms
         if self._silent_voters_checked or grace < 0 or not self.quorum.is_leader:
             return
-        now = now_ms()
+        now = monotonic_ms()
         activated = state.heartbeats.activated_ms
         if now - activated < grace:
             return
@@ -384,7 +387,7 @@ class ControllerService:
             if state is None:
                 return
             self._suspect_silent_voters(state)
-            records = state.fence_stale_brokers(now_ms())
+            records = state.fence_stale_brokers(monotonic_ms())
             if records:
                 log.warning("fencing brokers without a heartbeat: %d records", len(records))
                 try:

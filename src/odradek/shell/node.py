@@ -107,7 +107,7 @@ from odradek.raft.snapshot import decode_snapshot
 from odradek.replication.producer_state import ProducerStateManager
 from odradek.shell import controller_service
 from odradek.shell.broker_lifecycle import BrokerLifecycle
-from odradek.shell.clock import now_ms
+from odradek.shell.clock import monotonic_ms, now_ms, steady_ms
 from odradek.shell.controller_service import ControllerService
 from odradek.shell.dir_lock import DirLock
 from odradek.shell.group_commit import GroupCommit
@@ -133,8 +133,8 @@ log = logging.getLogger("odradek.node")
 METADATA_TOPIC = "__cluster_metadata"
 # Requests one connection may have in progress before the node stops reading from it.
 MAX_IN_FLIGHT_PER_CONNECTION = 64
-# Forwarding a metadata write to the active controller: attempts across leader changes.
-FORWARD_ATTEMPTS = 20
+# Forwarding a metadata write to the active controller: how long to keep trying, across
+# leader changes, and the pause between tries while the leader stays the same.
 FORWARD_BACKOFF_S = 0.1
 FORWARD_TIMEOUT_S = 30.0
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
@@ -206,7 +206,7 @@ class Node:
         self._checkpointed_hw: dict[tuple[str, int], int] = {}
         # Metadata bytes committed since the last snapshot, and when it was taken.
         self._snapshot_bytes = 0
-        self._snapshot_taken_ms = now_ms()
+        self._snapshot_taken_ms = monotonic_ms()
         self.group_commit = GroupCommit(
             lambda: self.state.partitions.values(), self.state.partitions.get, self._on_flushed
         )
@@ -221,7 +221,7 @@ class Node:
         self.group_config = GroupConfig.from_values(server.values)
         self.offsets_topic_replication_factor = server.offsets_topic_replication_factor
         self.groups = GroupCoordinator(
-            self.group_config, rng=random.Random(), owned_partitions=[], now_ms=now_ms()
+            self.group_config, rng=random.Random(), owned_partitions=[], now_ms=steady_ms()
         )
         self._group_waiters: dict[object, asyncio.Future[Any]] = {}
         self._group_timer_wakeup = asyncio.Event()
@@ -787,7 +787,7 @@ class Node:
             due = due or (
                 interval > 0
                 and self._snapshot_bytes > 0
-                and now_ms() - self._snapshot_taken_ms >= interval
+                and monotonic_ms() - self._snapshot_taken_ms >= interval
             )
             if due:
                 self._take_snapshot()
@@ -804,7 +804,7 @@ class Node:
         records = encode_image_records(self.state.image)
         snapshot = node.create_snapshot(end, records, now_ms())
         self._snapshot_bytes = 0
-        self._snapshot_taken_ms = now_ms()
+        self._snapshot_taken_ms = monotonic_ms()
         log.info("metadata snapshot %s written (%d records)", snapshot, len(records))
 
     async def _controller_ticker(self) -> None:
@@ -813,7 +813,7 @@ class Node:
         assert self.controller is not None
         server = self.config.server
         interval_ms = server.leader_imbalance_check_interval_seconds * 1000
-        last_rebalance = now_ms()
+        last_rebalance = monotonic_ms()
         while True:
             await asyncio.sleep(0.1)
             await self.controller.adopt_static_min_isr(server.min_insync_replicas)
@@ -822,8 +822,11 @@ class Node:
                 await self.controller.unclean_elections(self._unclean_election_enabled)
                 self.controller.check_offline()
                 await self.controller.complete_reassignments(self._min_insync_replicas)
-            if server.auto_leader_rebalance_enable and now_ms() - last_rebalance >= interval_ms:
-                last_rebalance = now_ms()
+            if (
+                server.auto_leader_rebalance_enable
+                and monotonic_ms() - last_rebalance >= interval_ms
+            ):
+                last_rebalance = monotonic_ms()
                 await self.controller.rebalance_leaders(
                     server.leader_imbalance_per_broker_percentage
                 )
@@ -999,7 +1002,7 @@ class Node:
             if hosted is None or not hosted.is_leader:
                 # Another broker leads it now and coordinates its groups.
                 self._loaded_offsets_partitions.discard(index)
-                self._apply_group_output(self.groups.unload(index, now_ms=now_ms()))
+                self._apply_group_output(self.groups.unload(index, now_ms=steady_ms()))
         for (topic, index), partition in self.state.partitions.items():
             if topic != groups.OFFSETS_TOPIC or index in self._loaded_offsets_partitions:
                 continue
@@ -1011,7 +1014,7 @@ class Node:
                     if record.key is not None:
                         records.append((record.key, record.value))
             self._loaded_offsets_partitions.add(index)
-            self._apply_group_output(self.groups.load(index, records, now_ms=now_ms()))
+            self._apply_group_output(self.groups.load(index, records, now_ms=steady_ms()))
 
     async def _group_call(self, call: GroupCall, peer: str) -> Any:
         loop = asyncio.get_running_loop()
@@ -1022,7 +1025,7 @@ class Node:
             token,
             call.request,
             call.version,
-            now_ms=now_ms(),
+            now_ms=steady_ms(),
             client_id=call.client_id,
             client_host="/" + peer.rsplit(":", 1)[0],
             partition_exists=self._partition_exists,
@@ -1057,7 +1060,7 @@ class Node:
             # Group state is written like an acks=all produce: only with enough replicas.
             refused = partition.leader_state.check_produce(-1)
         if partition is None or refused != ErrorCode.NONE:
-            output = self.groups.write_completed(write.write_id, now_ms=now, error=refused)
+            output = self.groups.write_completed(write.write_id, now_ms=steady_ms(), error=refused)
             self._apply_group_output(output)
             return
         batch = bytearray(
@@ -1073,7 +1076,7 @@ class Node:
         except LogOfflineError:
             self._apply_group_output(
                 self.groups.write_completed(
-                    write.write_id, now_ms=now, error=ErrorCode.KAFKA_STORAGE_ERROR
+                    write.write_id, now_ms=steady_ms(), error=ErrorCode.KAFKA_STORAGE_ERROR
                 )
             )
             return
@@ -1085,7 +1088,7 @@ class Node:
             # The coordinator must hear of every write, or its group waits forever.
             self._apply_group_output(
                 self.groups.write_completed(
-                    write.write_id, now_ms=now_ms(), error=ErrorCode.UNKNOWN_SERVER_ERROR
+                    write.write_id, now_ms=steady_ms(), error=ErrorCode.UNKNOWN_SERVER_ERROR
                 )
             )
 
@@ -1108,21 +1111,21 @@ class Node:
             )
             error = errors.get(partition.key, ErrorCode.NONE)
         self._apply_group_output(
-            self.groups.write_completed(write.write_id, now_ms=now_ms(), error=error)
+            self.groups.write_completed(write.write_id, now_ms=steady_ms(), error=error)
         )
 
     async def _group_ticker(self) -> None:
         """Fire the coordinator's timers: rebalance and session timeouts, retention."""
         while True:
             deadline = self.groups.next_deadline_ms()
-            delay = 1.0 if deadline is None else max(deadline - now_ms(), 0) / 1000
+            delay = 1.0 if deadline is None else max(deadline - steady_ms(), 0) / 1000
             self._group_timer_wakeup.clear()
             # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a
             # cancellation that races with the wake-up, and the node then never stops.
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(min(delay, 1.0)):
                     await self._group_timer_wakeup.wait()
-            self._apply_group_output(self.groups.tick(now_ms()))
+            self._apply_group_output(self.groups.tick(steady_ms()))
             # tick() may set the wake-up itself; avoid spinning on it.
             self._group_timer_wakeup.clear()
 
@@ -1211,6 +1214,7 @@ class Node:
                 log.warning("closing connection from client %s: %s", peer, e)
                 return
             for payload in frames:
+                self._stamp()  # the handler decides on the time it was read
                 routed = router.handle(payload, peer)
                 if isinstance(routed, Close):
                     log.warning("closing connection: %s", routed.reason)
@@ -1251,9 +1255,18 @@ class Node:
         return Router.encode(dispatch.header, response, dispatch.response_version)
 
     async def _forward(self, payload: bytes) -> bytes:
-        """Send a client's request to the active controller; its encoded response."""
+        """Send a client's request to the active controller; its encoded response.
+
+        Tries for ``FORWARD_TIMEOUT_S`` in all, across controller failovers: each time
+        the leader this node knows changes (or after a short backoff) it asks again.
+        Before, it gave up after 20 quick tries, about 2 s, less than a failover can
+        take, and the client saw its connection closed.
+        """
         assert self.quorum is not None
-        for _ in range(FORWARD_ATTEMPTS):
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FORWARD_TIMEOUT_S
+        while (remaining := deadline - loop.time()) > 0:
+            changed = self.quorum.leader_changed
             leader = self.quorum.raft.leader
             address = None if leader is None else self.quorum.address_of(leader)
             if address is not None:
@@ -1266,17 +1279,20 @@ class Node:
                             client_host_address=b"\x7f\x00\x00\x01",
                         ),
                         0,
-                        FORWARD_TIMEOUT_S,
+                        remaining,
                     )
                 except (PeerUnavailable, TimeoutError):
                     answer = None
                 if answer is not None and answer.error_code == ErrorCode.NONE:
                     return bytes(answer.response_data or b"")
-            await asyncio.sleep(FORWARD_BACKOFF_S)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(FORWARD_BACKOFF_S):
+                    await changed.wait()
         raise NotController("no active controller answered the forwarded request")
 
     async def _run_forwarded(self, payload: bytes) -> bytes:
         """On the active controller: run a forwarded request through the broker handlers."""
+        self._stamp()
         routed = self.router.handle(bytearray(payload), "forwarded")
         if isinstance(routed, Close):
             raise NotController(f"forwarded request refused: {routed.reason}")
@@ -1323,7 +1339,7 @@ class Node:
                 return outcome.response
             if isinstance(outcome, NoReply):
                 return None
-            self.state.now_ms = now_ms()
+            self._stamp()
             if isinstance(outcome, CommitRecords):
                 if self.controller is None:
                     await self._commit_records(outcome.records)  # raises NotController
@@ -1334,6 +1350,7 @@ class Node:
                         await self._commit_records(outcome.records)
                         seen = self._image_generation
                 if stale:
+                    self._stamp()
                     again = self.router.handle(payload, dispatch.peer)
                     if not isinstance(again, Dispatch):
                         return None
@@ -1352,14 +1369,22 @@ class Node:
                 errors = await self.replication.await_replication(
                     outcome.offsets, outcome.timeout_ms
                 )
-                self.state.now_ms = now_ms()
+                self._stamp()
                 outcome = outcome.then(errors)
             elif isinstance(outcome, AwaitData):
                 timed_out = await self._await_data(outcome.partitions, outcome.deadline_ms)
-                self.state.now_ms = now_ms()
+                self._stamp()
                 outcome = outcome.then(timed_out)
             elif isinstance(outcome, GroupCall):
                 return await self._group_call(outcome, dispatch.peer)
+
+    def _stamp(self) -> None:
+        """Set the clocks the handlers read: before each request, and again before a
+        continuation (a flush or a wait may have taken a while). Before, only
+        continuations set it, and a request answered at once read the time of the last
+        continuation on any connection, however long ago that was."""
+        self.state.now_ms = now_ms()
+        self.state.monotonic_ms = monotonic_ms()
 
     async def _send(self, writer: asyncio.StreamWriter, chunks: list[Records]) -> None:
         await send_frame(writer, chunks)
@@ -1374,7 +1399,7 @@ class Node:
         if not self.config.settings.flush_before_ack:
             self.group_commit.request_flush()
         try:
-            async with asyncio.timeout(max(deadline_ms - now_ms(), 0) / 1000):
+            async with asyncio.timeout(max(deadline_ms - monotonic_ms(), 0) / 1000):
                 await future
             return False
         except TimeoutError:
@@ -1384,33 +1409,36 @@ class Node:
                 self._data_waiters.get(key, set()).discard(future)
 
     async def _housekeeping(self) -> None:
-        """Retention, flush policy, checkpoints and producer expiry, on their intervals."""
+        """Retention, flush policy, checkpoints and producer expiry, on their intervals
+        (counted on the monotonic clock; retention and expiry compare wall-clock
+        timestamps, so they are given the wall clock)."""
         cfg = self.config
-        last_retention = last_checkpoint = last_high_watermarks = last_expiry = now_ms()
+        last_retention = last_checkpoint = last_high_watermarks = last_expiry = monotonic_ms()
         while True:
             await asyncio.sleep(0.5)
             now = now_ms()
+            tick = monotonic_ms()
             if any(p.log.needs_flush(now) for p in self.state.partitions.values()):
                 self.group_commit.request_flush()
-            if now - last_retention >= cfg.retention_check_interval_ms:
-                last_retention = now
+            if tick - last_retention >= cfg.retention_check_interval_ms:
+                last_retention = tick
                 async with self.group_commit.io_lock:
                     for partition in self.state.partitions.values():
                         if partition.log.offline is None:
                             with contextlib.suppress(LogOfflineError):
                                 partition.log.delete_old_segments(now, partition.high_watermark)
-            if now - last_expiry >= cfg.producer_id_expiration_check_interval_ms:
-                last_expiry = now
+            if tick - last_expiry >= cfg.producer_id_expiration_check_interval_ms:
+                last_expiry = tick
                 self._expire_producers(now)
             if self.log_dir is None or self.log_dir.offline is not None:
                 continue  # nothing more is written to a failed dir
             # A failed write takes the dir offline: its failure handling takes over.
             with contextlib.suppress(LogOfflineError):
-                if now - last_checkpoint >= cfg.checkpoint_interval_ms:
-                    last_checkpoint = now
+                if tick - last_checkpoint >= cfg.checkpoint_interval_ms:
+                    last_checkpoint = tick
                     self.log_dir.checkpoint()
-                if now - last_high_watermarks >= cfg.high_watermark_checkpoint_interval_ms:
-                    last_high_watermarks = now
+                if tick - last_high_watermarks >= cfg.high_watermark_checkpoint_interval_ms:
+                    last_high_watermarks = tick
                     self._checkpoint_high_watermarks()
 
     def _checkpoint_high_watermarks(self) -> None:

@@ -60,7 +60,7 @@ from odradek.replication.leader import (
     RegistrationAction,
 )
 from odradek.replication.throttle import FOLLOWER_REPLICATION_THROTTLED_RATE, ReplicationThrottle
-from odradek.shell.clock import now_ms
+from odradek.shell.clock import monotonic_ms, now_ms
 from odradek.shell.peer_client import PeerConnection, PeerPool, PeerUnavailable
 from odradek.shell.supervisor import Supervisor
 
@@ -115,7 +115,7 @@ class ReplicationService:
         self._isr_retry: dict[tuple[str, int], tuple[IsrProposal, int]] = {}
         self._isr_task: asyncio.Task[None] | None = None
         # One budget for every fetcher: the throttle bounds this broker's catch-up total.
-        self.throttle = ReplicationThrottle(now_ms())
+        self.throttle = ReplicationThrottle(monotonic_ms())
         state.replication_changed = self.replication_changed
 
     # ------------------------------------------------------------------ roles
@@ -162,7 +162,7 @@ class ReplicationService:
                 high_watermark=high_watermark,
                 min_insync_replicas=self.min_insync_replicas(partition.topic, len(p.replicas)),
                 replica_lag_time_max_ms=self.server.replica_lag_time_max_ms,
-                now_ms=now_ms(),
+                now_ms=monotonic_ms(),
                 flush_before_ack=partition.flush_before_ack,
             )
             partition.follower_state = None
@@ -272,7 +272,7 @@ class ReplicationService:
         wait_ms = self.server.replica_fetch_wait_max_ms
         max_bytes = self.server.replica_fetch_max_bytes
         while True:
-            now = now_ms()
+            now = monotonic_ms()
             throttled = self._throttled_partitions(now)
             fetches = self.next_fetches(leader_id, now, throttled)
             address = self._broker_address(leader_id)
@@ -293,13 +293,13 @@ class ReplicationService:
                 session.on_failure()
                 for partition, fetch in fetches.values():
                     assert partition.follower_state is not None
-                    partition.follower_state.on_fetch_failed(fetch, now_ms())
+                    partition.follower_state.on_fetch_failed(fetch, monotonic_ms())
                 await asyncio.sleep(FETCHER_IDLE_S)
                 continue
             answer = session.on_answer(asked, response.error_code, response.session_id)
             charged = _records_bytes(response, fetches.keys() & throttled, self.state)
             if charged:
-                self.throttle.charge(charged, now_ms())
+                self.throttle.charge(charged, monotonic_ms())
             flush_offsets = self._apply_fetch(fetches, response, answer)
             if flush_offsets:
                 # The next fetch reports these offsets to the leader, which counts them
@@ -420,7 +420,7 @@ class ReplicationService:
     ) -> dict[tuple[str, int], int]:
         """Carry out each partition's decision; the offsets to flush before the next fetch.
         ``answer`` says what a partition left out of the response means."""
-        now = now_ms()
+        now = monotonic_ms()
         by_key: dict[tuple[str, int], Any] = {}
         for topic in response.responses:
             found = self.state.image.topics_by_id.get(topic.topic_id)
@@ -475,8 +475,11 @@ class ReplicationService:
         flush: dict[tuple[str, int], int],
         high_watermark: int,
     ) -> None:
-        """``high_watermark`` is this replica's before the response was applied."""
+        """``high_watermark`` is this replica's before the response was applied;
+        ``now`` is the monotonic clock of the follower's timers (the log is given the
+        wall clock: segment age and quarantine times are wall-clock times)."""
         log_ = partition.log
+        wall = now_ms()
         action = decision.action
         if action is FollowerAction.APPEND:
             records = data.records
@@ -487,14 +490,14 @@ class ReplicationService:
                     if isinstance(records, bytes | bytearray | memoryview)
                     else records.read()
                 )
-                log_.append_as_follower(memoryview(raw), now)
+                log_.append_as_follower(memoryview(raw), wall)
             follower.update_high_watermark(data.high_watermark)
             if partition.flush_before_ack and log_.recovery_point < log_.log_end_offset:
                 flush[partition.key] = log_.log_end_offset
         elif action is FollowerAction.TRUNCATE:
             written_in = log_.epochs.epoch_for_offset(decision.offset)
             log_end = log_.log_end_offset
-            moved = log_.truncate_to(decision.offset, now, f"replication: {decision.reason}")
+            moved = log_.truncate_to(decision.offset, wall, f"replication: {decision.reason}")
             loss = truncation_loss(
                 self.state.image,
                 LossReport(
@@ -531,7 +534,7 @@ class ReplicationService:
                 )
         elif action is FollowerAction.TRUNCATE_FULLY:
             log_.truncate_fully_and_start_at(
-                decision.offset, now, f"replication: {decision.reason}"
+                decision.offset, wall, f"replication: {decision.reason}"
             )
         elif action is FollowerAction.LIST_LEADER_OFFSETS:
             follower.on_leader_offsets_failed(now)
@@ -542,7 +545,7 @@ class ReplicationService:
         """Send the leaders' ISR changes (AlterPartition) to the active controller."""
         while True:
             await asyncio.sleep(ISR_TICK_S)
-            now = now_ms()
+            now = monotonic_ms()
             ineligible = {
                 b.broker_id
                 for b in self.state.image.brokers.values()
@@ -635,7 +638,7 @@ class ReplicationService:
                 answer = AlterPartitionResponsePartition(error_code=ErrorCode.REQUEST_TIMED_OUT)
         outcome = leader.on_alter_partition_result(proposal, answer)
         if outcome.action is AlterPartitionAction.RETRY:
-            self._isr_retry[partition.key] = (proposal, now_ms() + ISR_RETRY_MS)
+            self._isr_retry[partition.key] = (proposal, monotonic_ms() + ISR_RETRY_MS)
         if outcome.change.recheck_acks:
             self.replication_changed(partition.key)
 
