@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from types import FrameType
 
@@ -374,6 +375,47 @@ def in_every_isr(node_id: int) -> Callable[[HealthReport], bool]:
     return back
 
 
+CLOCK_READ_S = 8.0
+"""How long the nemesis waits for a node's wall clock to show a jump: libfaketime reads
+the offset file again once its cache (FAKETIME_CACHE_DURATION=1) is more than a second
+old, counted in whole seconds, at the process's next call for the time."""
+
+
+def node_clock_offset(proc: NodeProcess, expected_s: int) -> float | None:
+    """How far ahead of the real clock the node's wall clock is, as it stamps a log line
+    (its SIGUSR1 handler logs its tasks), asked every half second until it is within 2 s
+    of ``expected_s`` or :data:`CLOCK_READ_S` passed; the last reading, None when the
+    node logged nothing. The run shows that a jump reached the process, not only the
+    file."""
+    log_file = proc.dir / "node.log"
+    seen: float | None = None
+    deadline = time.monotonic() + CLOCK_READ_S
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        start = log_file.stat().st_size
+        proc.signal(signal.SIGUSR1)
+        line_deadline = time.monotonic() + 2.0
+        reading = None
+        while reading is None and time.monotonic() < line_deadline:
+            time.sleep(0.05)
+            with open(log_file, "rb") as f:
+                f.seek(start)
+                new = f.read(4096).decode(errors="replace")
+            now = time.time()
+            for line in new.splitlines():
+                try:
+                    stamped = datetime.strptime(line[:19], "%Y-%m-%d %H:%M:%S").timestamp()
+                except ValueError:
+                    continue
+                reading = float(round(stamped - now))
+                break
+        if reading is not None:
+            seen = reading
+            if abs(seen - expected_s) <= 2:
+                return seen
+    return seen
+
+
 class HealthWatch(threading.Thread):
     """Asks ``cluster health`` twice a second until ``done`` holds for its answer (or
     :data:`RECORD_WAIT_S` passed), and records when, as ``ok`` (or ``fail``) of ``f``."""
@@ -568,10 +610,14 @@ class Nemesis:
             self.exits.disk_full(node_id, True)
             text += f" (its disk shrunk to {self.disks.fill(node_id)} bytes)"
         elif fault.kind == n.CLOCK_JUMP:
-            clock = self.nodes.procs[node_id].clock_file
-            if clock is None:
+            proc = self.nodes.procs[node_id]
+            if proc.clock_file is None:
                 raise RuntimeError(f"node {node_id} runs without a clock that can jump")
-            set_offset(clock, fault.jump_s)
+            set_offset(proc.clock_file, fault.jump_s)
+            seen = node_clock_offset(proc, fault.jump_s)
+            text += " (its clock then read " + (
+                "nothing: no log line" if seen is None else f"{seen:+.0f} s)"
+            )
         self._started(fault, node_id, text)
 
     def _started(self, fault: n.Fault, node_id: int, text: str) -> None:
