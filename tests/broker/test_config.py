@@ -191,6 +191,9 @@ def test_kafka_3_file_has_static_voters_and_kafka_4_file_bootstrap_servers() -> 
         ("message.max.bytes", 1_048_588),
         ("socket.request.max.bytes", 104_857_600),
         ("connections.max.idle.ms", 600_000),
+        ("max.connections", 2**31 - 1),
+        ("max.connections.per.ip", 2**31 - 1),
+        ("queued.max.requests", 500),
         ("request.timeout.ms", 30_000),
         ("offsets.topic.num.partitions", 50),
         ("offsets.topic.replication.factor", 3),
@@ -217,6 +220,9 @@ def test_our_safer_defaults() -> None:
     assert cfg.min_insync_replicas is None
     assert cfg.flush_before_ack is True
     assert cfg.quarantine_max_bytes == 1024**3
+    # Kafka: -1 (unbounded); ours bounds what many large requests at once can hold.
+    assert cfg.queued_max_request_bytes == 256 * 1024**2
+    assert cfg.partial_request_timeout_ms == 30_000
 
 
 @pytest.mark.parametrize(("brokers", "expected"), [(1, 1), (2, 2), (3, 3), (7, 3), (0, 1)])
@@ -619,3 +625,53 @@ def test_every_key_has_a_one_line_doc() -> None:
 def test_cluster_id_is_not_a_server_key() -> None:
     assert "cluster.id" not in SERVER_CONFIG_DEF
     assert config(COMBINED, cluster_id="abc").unknown_keys == ["cluster.id"]
+
+
+def test_connection_limits_per_listener_and_per_address() -> None:
+    props = {
+        **COMBINED,
+        "max.connections": "1000",
+        "listener.name.controller.max.connections": "50",
+        "listener.name.plaintext.max.connections": "5000",
+        "max.connections.per.ip": "20",
+        "max.connections.per.ip.overrides": "10.0.0.1:0, broker7.example:200,::1:3",
+    }
+    cfg = ServerConfig.from_properties(props)
+    # A listener's own value is a known key, and may only lower the node-wide one.
+    assert cfg.unknown_keys == []
+    assert cfg.listener_max_connections("CONTROLLER") == 50
+    assert cfg.listener_max_connections("PLAINTEXT") == 1000
+    assert cfg.listener_max_connections("OTHER") == 1000
+    assert cfg.max_connections_per_ip == 20
+    assert dict(cfg.max_connections_per_ip_overrides) == {
+        "10.0.0.1": 0,
+        "broker7.example": 200,
+        "::1": 3,
+    }
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"listener.name.controller.max.connections": "-1"}, "listener.name.controller"),
+        ({"max.connections.per.ip.overrides": "10.0.0.1"}, "host:count"),
+        ({"max.connections.per.ip.overrides": "10.0.0.1:many"}, "host:count"),
+        ({"max.connections.per.ip": "0"}, "only if max.connections.per.ip.overrides"),
+        ({"queued.max.request.bytes": "1048576"}, "at least socket.request.max.bytes"),
+    ],
+)
+def test_connection_limits_kafka_refuses(changes: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ServerConfig.from_properties({**COMBINED, **changes})
+
+
+def test_queued_bytes_may_be_unbounded_or_at_least_the_largest_request() -> None:
+    assert config(COMBINED, queued_max_request_bytes="-1").queued_max_request_bytes == -1
+    small = ServerConfig.from_properties(
+        {**COMBINED, "socket.request.max.bytes": "1048576", "queued.max.request.bytes": "1048576"}
+    )
+    assert small.queued_max_request_bytes == 1048576
+    zero_per_ip = ServerConfig.from_properties(
+        {**COMBINED, "max.connections.per.ip": "0", "max.connections.per.ip.overrides": "h:5"}
+    )
+    assert zero_per_ip.max_connections_per_ip == 0

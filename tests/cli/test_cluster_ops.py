@@ -35,9 +35,14 @@ def test_broker_lists_are_checked() -> None:
 
 def test_the_commands_are_under_cluster_and_need_a_bootstrap_server() -> None:
     runner = CliRunner()
-    for command in ("add-brokers", "remove-brokers", "cancel-reassignments", "unregister-broker"):
-        result = runner.invoke(cluster, [command])
+    for command in (
+        ["add-brokers", "--brokers", "4"],
+        ["remove-brokers", "--brokers", "4"],
+        ["cancel-reassignments"],
+        ["unregister-broker", "--broker", "4"],
+    ):
+        result = runner.invoke(cluster, command)
         assert result.exit_code == 2, result.output
-        assert "--bootstrap-server" in result.output
+        assert "give --bootstrap-server HOST:PORT,..." in result.output
     result = runner.invoke(cluster, ["add-brokers", "--help"])
     assert "--throttle" in result.output and "--dry-run" in result.output

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
 from odradek.cli.ports import free_port
@@ -102,15 +103,22 @@ def test_a_node_restarted_after_sigkill_registers_at_once(tmp_path: Path) -> Non
     until the old session times out (broker.session.timeout.ms, 9 s by default). And a
     second process on the same dir is refused, with the dir named."""
     node = NodeProcess(tmp_path / "single")
-    node.start()
+    bootstrap = node.start()
     try:
-        for _ in range(2):
+        for round_ in range(2):
+            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+            producer.produce("restarted", value=b"before %d" % round_)
+            assert producer.flush(30) == 0
             node.kill()
             log_before = node.log_path.read_text()
             node.start()
             restarted = node.log_path.read_text()[len(log_before) :]
             assert "registered with epoch" in restarted
             assert "DUPLICATE_BROKER_REGISTRATION" not in restarted
+            # A client is served by the new process as soon as it says it serves.
+            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+            producer.produce("restarted", value=b"after %d" % round_)
+            assert producer.flush(30) == 0
         config = tmp_path / "single" / "node-1" / "server.properties"
         second = odradek("server", "--config", str(config), check=False)
         assert second.returncode != 0

@@ -35,6 +35,17 @@ def test_partial_frame_is_held_back() -> None:
     assert decoder.pending_bytes() == 2
 
 
+def test_the_size_of_the_frame_arriving_is_known_once_its_prefix_is_here() -> None:
+    decoder = FrameDecoder()
+    assert decoder.pending_frame_bytes() is None
+    decoder.feed(b"\x00\x00\x00")
+    assert decoder.pending_frame_bytes() is None  # three bytes of the prefix
+    decoder.feed(b"\x05ab")
+    assert decoder.pending_frame_bytes() == 9
+    assert decoder.feed(b"cde\x00\x00\x01\x00x") == [b"abcde"]
+    assert decoder.pending_frame_bytes() == 260  # the next frame's
+
+
 def test_oversized_frame_is_refused_before_buffering() -> None:
     decoder = FrameDecoder(max_frame_bytes=10)
     with pytest.raises(FrameTooLargeError) as info:

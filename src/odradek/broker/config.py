@@ -24,6 +24,12 @@ Where our defaults differ from Kafka's, and why:
   cache and relies on replication alone; a correlated power loss then loses data.
 * ``quarantine.max.bytes`` (ours, 1 GiB): records cut by truncation are moved aside,
   up to this many bytes per partition, instead of being deleted.
+* ``queued.max.request.bytes``: Kafka -1 (unbounded); ours 256 MiB per listener, so
+  that many connections sending large requests at once cannot exhaust the memory.
+* ``odradek.connections.partial.request.timeout.ms`` (ours, 30 s): a connection whose
+  request has been arriving this long without completing is closed (a slow-loris client
+  that sends a byte now and then is never idle, so ``connections.max.idle.ms`` would
+  keep it).
 
 Keys we do not know are not an error (a Kafka file carries keys for features we lack):
 :attr:`ServerConfig.unknown_keys` lists them for the server to report.
@@ -69,6 +75,7 @@ __all__ = [
     "majority",
     "parse_listeners",
     "parse_overrides",
+    "parse_per_ip_overrides",
 ]
 
 INT_MAX: Final = 2**31 - 1
@@ -214,6 +221,50 @@ def _parse_voters(key: str, entries: Iterable[str]) -> tuple[Voter, ...]:
     return tuple(voters)
 
 
+# Kafka lets a listener have its own value of a few keys, under the listener's prefix.
+LISTENER_MAX_CONNECTIONS: Final = "max.connections"
+_LISTENER_KEY = re.compile(r"listener\.name\.([^.]+)\.(.+)")
+_PER_LISTENER_KEYS: Final = frozenset({LISTENER_MAX_CONNECTIONS})
+
+
+def _listener_key_name(key: str, suffix: str) -> str | None:
+    """The (upper-case) listener name of ``listener.name.<name>.<suffix>``, else None."""
+    match = _LISTENER_KEY.fullmatch(key)
+    if match is None or match.group(2) != suffix:
+        return None
+    return match.group(1).upper()
+
+
+def _listener_int(key: str, raw: str) -> int:
+    text = raw.strip()
+    if not re.fullmatch(r"[0-9]+", text) or int(text) > INT_MAX:
+        raise ConfigError(
+            f"Invalid value {raw!r} for configuration {key}: Value must be an integer "
+            f"from 0 to {INT_MAX}"
+        )
+    return int(text)
+
+
+def parse_per_ip_overrides(key: str, raw: str) -> dict[str, int]:
+    """``host:count,...`` (``max.connections.per.ip.overrides``): the connections each
+    host may have open. A host is a name or an IP address (an IPv6 one written bare, as
+    the count follows its last colon)."""
+    result: dict[str, int] = {}
+    text = raw.strip()
+    if not text:
+        return result
+    for entry in re.split(r"\s*,\s*", text):
+        host, colon, count = entry.rpartition(":")
+        host = host.strip().strip("[]")
+        if not colon or not host or not re.fullmatch(r"[0-9]+", count.strip()):
+            raise ConfigError(
+                f"Invalid value {raw!r} for configuration {key}: entry {entry!r} is not in "
+                "the form host:count with a count of 0 or more"
+            )
+        result[host] = int(count)
+    return result
+
+
 def _parse_protocol_map(key: str, raw: str) -> dict[str, str]:
     """``NAME:PROTOCOL,...`` with names upper-cased, as Kafka's ``parseCsvMap`` reads it."""
     result: dict[str, str] = {}
@@ -334,6 +385,15 @@ class _HostPortListValidator(Validator):
 
     def __str__(self) -> str:
         return "list of {host}:{port}"
+
+
+class _PerIpOverridesValidator(Validator):
+    def ensure_valid(self, name: str, value: ConfigValue) -> None:
+        if isinstance(value, str):
+            parse_per_ip_overrides(name, value)
+
+    def __str__(self) -> str:
+        return "list of host:count"
 
 
 class _ProtocolMapValidator(Validator):
@@ -492,12 +552,19 @@ _SERVER_KEYS: Final = [
          "event loop.", validator=_POSITIVE, importance=_H, dynamic=True),
     _key("background.threads", _I, 10, "Accepted for compatibility; background work is "
          "scheduled on the event loop.", validator=_POSITIVE, importance=_H, dynamic=True),
-    _key("queued.max.requests", _I, 500, "Requests queued before the server stops reading "
-         "from sockets.", validator=_POSITIVE, importance=_H),
-    _key("max.connections", _I, INT_MAX, "Most connections the node accepts in total.",
-         validator=_NON_NEGATIVE, dynamic=True),
+    _key("queued.max.requests", _I, 500, "Requests a listener's connections may have in "
+         "progress beyond the first of each connection before it stops reading from them.",
+         validator=_POSITIVE, importance=_H),
+    _key("queued.max.request.bytes", _L, 256 * MIB, "Bytes of requests a listener holds "
+         "(received, not yet answered) before it stops reading; -1: unbounded.",
+         validator=Range.at_least(-1)),
+    _key("max.connections", _I, INT_MAX, "Most connections each listener keeps open; over it "
+         "a new connection is closed at once.", validator=_NON_NEGATIVE, dynamic=True),
     _key("max.connections.per.ip", _I, INT_MAX, "Most connections accepted from one address.",
          validator=_NON_NEGATIVE, dynamic=True),
+    _key("max.connections.per.ip.overrides", _STR, "", "Per-address limits as host:count "
+         "pairs, in place of max.connections.per.ip.", validator=_PerIpOverridesValidator(),
+         dynamic=True),
     _key("connections.max.idle.ms", _L, 600_000,
          "Idle connections are closed after this long."),
     _key("request.timeout.ms", _I, 30000,
@@ -705,6 +772,9 @@ _SERVER_KEYS: Final = [
     _key("odradek.flush.before.ack", _B, True,
          "acks=all is answered only after the in-sync replicas have fsynced the batch.",
          importance=_H),
+    _key("odradek.connections.partial.request.timeout.ms", _L, 30_000,
+         "A connection whose request has been arriving this long without completing (not "
+         "counting time the node did not read from it) is closed.", validator=_POSITIVE),
 ]
 # fmt: on
 
@@ -771,6 +841,11 @@ class ServerConfig:
         """Parse ``properties`` with ``overrides`` on top (an override wins over the file)."""
         merged = {**properties, **(overrides or {})}
         values, unknown = SERVER_CONFIG_DEF.parse(merged)
+        # Per-listener values of the keys that have them are known keys, checked here.
+        for suffix in _PER_LISTENER_KEYS:
+            for key in [k for k in unknown if _listener_key_name(k, suffix) is not None]:
+                _listener_int(key, merged[key])
+                unknown.remove(key)
         config = cls(values, merged, unknown)
         if validate:
             config.validate()
@@ -1195,6 +1270,48 @@ class ServerConfig:
         return self._int("connections.max.idle.ms")
 
     @property
+    def max_connections(self) -> int:
+        return self._int("max.connections")
+
+    def listener_max_connections(self, listener_name: str) -> int:
+        """``max.connections`` for one listener: ``listener.name.<name>.max.connections``
+        when set (it may only lower the limit, as Kafka applies both), else the
+        node-wide value."""
+        own = self._listener_ints(LISTENER_MAX_CONNECTIONS).get(listener_name.upper())
+        return self.max_connections if own is None else min(own, self.max_connections)
+
+    @property
+    def max_connections_per_ip(self) -> int:
+        return self._int("max.connections.per.ip")
+
+    @cached_property
+    def max_connections_per_ip_overrides(self) -> Mapping[str, int]:
+        raw = self._str("max.connections.per.ip.overrides") or ""
+        return MappingProxyType(parse_per_ip_overrides("max.connections.per.ip.overrides", raw))
+
+    @property
+    def queued_max_requests(self) -> int:
+        return self._int("queued.max.requests")
+
+    @property
+    def queued_max_request_bytes(self) -> int:
+        """``queued.max.request.bytes``; -1 (or 0, as Kafka reads it) for no bound."""
+        return self._int("queued.max.request.bytes")
+
+    @property
+    def partial_request_timeout_ms(self) -> int:
+        return self._int("odradek.connections.partial.request.timeout.ms")
+
+    def _listener_ints(self, suffix: str) -> dict[str, int]:
+        """The ``listener.name.<name>.<suffix>`` entries given, by upper-case name."""
+        found: dict[str, int] = {}
+        for key, raw in self.originals.items():
+            name = _listener_key_name(key, suffix)
+            if name is not None:
+                found[name] = _listener_int(key, raw)
+        return found
+
+    @property
     def request_timeout_ms(self) -> int:
         return self._int("request.timeout.ms")
 
@@ -1278,6 +1395,7 @@ class ServerConfig:
                 "or brokers lose their lease after one late heartbeat"
             )
         self._validate_inter_broker_listener()
+        self._validate_connection_limits()
         # Parse both listener keys now, so that a bad entry fails at start-up, not at bind time.
         _ = self.listeners, self.advertised_listeners
         self._validate_quorum()
@@ -1298,6 +1416,21 @@ class ServerConfig:
                 )
         warnings.extend(self._safety_warnings())
         return warnings
+
+    def _validate_connection_limits(self) -> None:
+        """Kafka's rules for the socket server's limits (``KafkaConfig``)."""
+        queued = self.queued_max_request_bytes
+        if queued > 0 and queued < self.socket_request_max_bytes:
+            raise ConfigError(
+                f"queued.max.request.bytes ({queued}) must be -1 (unbounded) or at least "
+                f"socket.request.max.bytes ({self.socket_request_max_bytes}), or the "
+                "largest request could never be read"
+            )
+        if self.max_connections_per_ip == 0 and not self.max_connections_per_ip_overrides:
+            raise ConfigError(
+                "max.connections.per.ip can be set to zero only if "
+                "max.connections.per.ip.overrides is set"
+            )
 
     def _validate_replica_fetch(self) -> None:
         wait = self.replica_fetch_wait_max_ms

@@ -15,7 +15,8 @@ is 0 only when there is no alarm, so scripts and monitors can use it directly.
 
 The verdict is :func:`evaluate`, a pure function of plain values, so that every rule is
 tested without a broker; :func:`gather_health` is the only part that talks to one (Metadata,
-DescribeConfigs and DescribeQuorum on one connection, with the project's own client).
+DescribeConfigs from any broker that answers, then DescribeQuorum from that same broker,
+through :class:`~odradek.cli.client.ClusterClient`).
 
 Each partition is reported under its most severe alarm only (offline, then under
 ``min.insync.replicas``, then under-replicated): an operator gets one line per broken
@@ -24,15 +25,22 @@ partition, and the exit status does not depend on the grouping.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import json
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Final, Literal
 
 import click
 
+from odradek.cli.client import (
+    ClusterClient,
+    ConnectionFailed,
+    bootstrap_server_option,
+    command_config_option,
+    connect,
+    describe_quorum_request,
+)
 from odradek.controller.image import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from odradek.controller.offline_log_dirs import OFFLINE_LOG_DIRS_CONFIG
 from odradek.controller.unclean_history import (
@@ -43,17 +51,15 @@ from odradek.controller.unclean_history import (
 from odradek.protocol.error_codes import ErrorCode, error_name
 from odradek.protocol.messages import (
     DescribeConfigsRequest,
-    DescribeQuorumRequest,
     IncrementalAlterConfigsRequest,
     MetadataRequest,
 )
 from odradek.protocol.messages import describe_configs_request as dcr
-from odradek.protocol.messages import describe_quorum_request as dqr
 from odradek.protocol.messages import incremental_alter_configs_request as iac
 from odradek.raft.wire import METADATA_PARTITION, METADATA_TOPIC
-from odradek.shell.peer_client import PeerConnection, PeerUnavailable
 
 TIMEOUT_S: Final = 10.0
+CLIENT_NAME: Final = "odradek-cluster-health"
 # The newest versions the broker serves (broker/topics.py, broker/configs.py); the
 # flexible versions carry a null topic list, which asks for every topic.
 METADATA_VERSION: Final = 12
@@ -66,7 +72,6 @@ MIN_INSYNC_REPLICAS: Final = "min.insync.replicas"
 UNCLEAN_LEADER_ELECTION: Final = "unclean.leader.election.enable"
 
 QuorumStatus = Literal["ok", "stalled", "unknown"]
-T = TypeVar("T")
 
 
 # ---------------------------------------------------------------------------------------
@@ -461,105 +466,72 @@ def format_report(report: HealthReport) -> list[str]:
 # ---------------------------------------------------------------------------------------
 
 
-class ConnectionFailed(click.ClickException):
-    """The broker could not be reached or did not answer: exit status 2, like a usage
-    error, so a monitor can tell "cannot check" from "checked, and there is an alarm"."""
-
-    exit_code = 2
-
-
-def _address(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
-        raise click.BadParameter(f"{text!r} is not HOST:PORT", param_hint="--bootstrap-server")
-    return host.strip("[]"), int(port)
-
-
-def _ask(bootstrap_server: str, ask: Callable[[tuple[str, int]], Coroutine[Any, Any, T]]) -> T:
-    """Run one conversation with the broker; exit 2 when it cannot be had."""
-    address = _address(bootstrap_server)
-    try:
-        return asyncio.run(ask(address))
-    except PeerUnavailable as e:
-        raise ConnectionFailed(f"cannot ask the broker: {e}") from None
-    except TimeoutError:
-        raise ConnectionFailed(f"{bootstrap_server}: no answer in {TIMEOUT_S:g} s") from None
-
-
-async def gather_health(address: tuple[str, int]) -> HealthReport:
-    peer = PeerConnection(*address, client_id="odradek-cluster-health")
-    try:
-        metadata = await peer.request(
-            MetadataRequest(topics=None, allow_auto_topic_creation=False),
-            METADATA_VERSION,
+async def gather_health(client: ClusterClient) -> HealthReport:
+    metadata = await client.request(
+        MetadataRequest(topics=None, allow_auto_topic_creation=False),
+        METADATA_VERSION,
+        TIMEOUT_S,
+    )
+    partitions, problems = partitions_from_metadata(metadata)
+    names = sorted({p.topic for p in partitions})
+    safety: dict[str, TopicSafety] = {}
+    if names:
+        configs = await client.request(
+            DescribeConfigsRequest(
+                resources=[
+                    dcr.DescribeConfigsResource(
+                        resource_type=CONFIG_RESOURCE_TOPIC,
+                        resource_name=name,
+                        configuration_keys=[
+                            MIN_INSYNC_REPLICAS,
+                            UNCLEAN_LEADER_ELECTION,
+                            UNCLEAN_ELECTIONS_CONFIG,
+                        ],
+                    )
+                    for name in names
+                ]
+            ),
+            DESCRIBE_CONFIGS_VERSION,
             TIMEOUT_S,
         )
-        partitions, problems = partitions_from_metadata(metadata)
-        names = sorted({p.topic for p in partitions})
-        safety: dict[str, TopicSafety] = {}
-        if names:
-            configs = await peer.request(
-                DescribeConfigsRequest(
-                    resources=[
-                        dcr.DescribeConfigsResource(
-                            resource_type=CONFIG_RESOURCE_TOPIC,
-                            resource_name=name,
-                            configuration_keys=[
-                                MIN_INSYNC_REPLICAS,
-                                UNCLEAN_LEADER_ELECTION,
-                                UNCLEAN_ELECTIONS_CONFIG,
-                            ],
-                        )
-                        for name in names
-                    ]
-                ),
-                DESCRIBE_CONFIGS_VERSION,
-                TIMEOUT_S,
-            )
-            safety = safety_from_configs(configs)
-        # Every broker the cluster knows of, also those that stopped (their replicas name
-        # them): the controller's record of failed log dirs outlives the broker.
-        brokers = sorted(
-            {b.node_id for b in metadata.brokers} | {r for p in partitions for r in p.replicas}
+        safety = safety_from_configs(configs)
+    # Every broker the cluster knows of, also those that stopped (their replicas name
+    # them): the controller's record of failed log dirs outlives the broker.
+    brokers = sorted(
+        {b.node_id for b in metadata.brokers} | {r for p in partitions for r in p.replicas}
+    )
+    offline_dirs = offline_log_dirs_from_configs(
+        await client.request(
+            DescribeConfigsRequest(
+                resources=[
+                    dcr.DescribeConfigsResource(
+                        resource_type=CONFIG_RESOURCE_BROKER,
+                        resource_name=str(broker),
+                        configuration_keys=[OFFLINE_LOG_DIRS_CONFIG],
+                    )
+                    for broker in brokers
+                ]
+            ),
+            DESCRIBE_CONFIGS_VERSION,
+            TIMEOUT_S,
         )
-        offline_dirs = offline_log_dirs_from_configs(
-            await peer.request(
-                DescribeConfigsRequest(
-                    resources=[
-                        dcr.DescribeConfigsResource(
-                            resource_type=CONFIG_RESOURCE_BROKER,
-                            resource_name=str(broker),
-                            configuration_keys=[OFFLINE_LOG_DIRS_CONFIG],
-                        )
-                        for broker in brokers
-                    ]
-                ),
-                DESCRIBE_CONFIGS_VERSION,
-                TIMEOUT_S,
-            )
-        )
-        # Last on the connection: a broker without DescribeQuorum closes it.
-        quorum = await _quorum(peer)
-    finally:
-        await peer.close()
+    )
+    # Last, and of the broker that answered: a broker without DescribeQuorum closes
+    # the connection, which must not send the question round the whole cluster.
+    quorum = await _quorum(client)
     return evaluate(partitions, safety, quorum, problems, offline_dirs)
 
 
-async def _quorum(peer: PeerConnection) -> QuorumHealth:
-    request = DescribeQuorumRequest(
-        topics=[
-            dqr.TopicData(
-                topic_name=METADATA_TOPIC,
-                partitions=[dqr.PartitionData(partition_index=METADATA_PARTITION)],
-            )
-        ]
-    )
+async def _quorum(client: ClusterClient) -> QuorumHealth:
+    assert client.current is not None  # the Metadata request was answered
     try:
-        response = await peer.request(request, DESCRIBE_QUORUM_VERSION, TIMEOUT_S)
-    except (PeerUnavailable, TimeoutError) as e:
+        response = await client.request_to(
+            client.current, describe_quorum_request(), DESCRIBE_QUORUM_VERSION, TIMEOUT_S
+        )
+    except ConnectionFailed as e:
         # An unsupported API closes the connection; the partitions are still worth a
         # report, so the quorum is "unknown" rather than the whole check failing.
-        return QuorumHealth("unknown", f"DescribeQuorum not answered: {str(e) or 'timed out'}")
+        return QuorumHealth("unknown", f"DescribeQuorum not answered: {e.message}")
     return quorum_from_response(response)
 
 
@@ -569,14 +541,18 @@ def cluster() -> None:
 
 
 @cluster.command()
-@click.option("--bootstrap-server", required=True, help="HOST:PORT of any broker.")
+@bootstrap_server_option
+@command_config_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_context
-def health(ctx: click.Context, bootstrap_server: str, as_json: bool) -> None:
+def health(
+    ctx: click.Context, bootstrap_server: str | None, command_config: str | None, as_json: bool
+) -> None:
     """Offline, under-min-ISR and under-replicated partitions, unclean elections and their
     loss, the metadata quorum, and unsafe topic configs. Exit status 0 when there is no
-    alarm, 1 when there is one, 2 when the broker cannot be asked."""
-    report = _ask(bootstrap_server, gather_health)
+    alarm, 1 when there is one, 2 when no broker can be asked."""
+    client = connect(bootstrap_server, command_config, client_id=CLIENT_NAME)
+    report = client.run(lambda: gather_health(client))
     if as_json:
         click.echo(json.dumps(report_as_dict(report), indent=2))
     else:
@@ -586,13 +562,17 @@ def health(ctx: click.Context, bootstrap_server: str, as_json: bool) -> None:
 
 
 @cluster.command("acknowledge-unclean-elections")
-@click.option("--bootstrap-server", required=True, help="HOST:PORT of any broker.")
+@bootstrap_server_option
+@command_config_option
 @click.option("--topic", "topics", required=True, multiple=True, help="A topic (repeatable).")
-def acknowledge_unclean_elections(bootstrap_server: str, topics: tuple[str, ...]) -> None:
+def acknowledge_unclean_elections(
+    bootstrap_server: str | None, command_config: str | None, topics: tuple[str, ...]
+) -> None:
     """Clear a topic's record of unclean elections once the loss has been dealt with
     (the dropped records are in the quarantine of the brokers that reported them:
     ``odradek quarantine list``). Deletes the topic config odradek.unclean.elections."""
-    failures = _ask(bootstrap_server, lambda address: _acknowledge(address, topics))
+    client = connect(bootstrap_server, command_config, client_id=CLIENT_NAME)
+    failures = client.run(lambda: _acknowledge(client, topics))
     for topic in topics:
         if topic in failures:
             click.echo(f"{topic}: not acknowledged: {failures[topic]}", err=True)
@@ -602,29 +582,26 @@ def acknowledge_unclean_elections(bootstrap_server: str, topics: tuple[str, ...]
         raise SystemExit(1)
 
 
-async def _acknowledge(address: tuple[str, int], topics: Sequence[str]) -> dict[str, str]:
-    peer = PeerConnection(*address, client_id="odradek-cluster-health")
-    try:
-        response = await peer.request(
-            IncrementalAlterConfigsRequest(
-                resources=[
-                    iac.AlterConfigsResource(
-                        resource_type=CONFIG_RESOURCE_TOPIC,
-                        resource_name=topic,
-                        configs=[
-                            iac.AlterableConfig(
-                                name=UNCLEAN_ELECTIONS_CONFIG, config_operation=_DELETE, value=None
-                            )
-                        ],
-                    )
-                    for topic in topics
-                ]
-            ),
-            INCREMENTAL_ALTER_CONFIGS_VERSION,
-            TIMEOUT_S,
-        )
-    finally:
-        await peer.close()
+async def _acknowledge(client: ClusterClient, topics: Sequence[str]) -> dict[str, str]:
+    # Deleting the config again is harmless, so the request may go to another broker.
+    response = await client.request(
+        IncrementalAlterConfigsRequest(
+            resources=[
+                iac.AlterConfigsResource(
+                    resource_type=CONFIG_RESOURCE_TOPIC,
+                    resource_name=topic,
+                    configs=[
+                        iac.AlterableConfig(
+                            name=UNCLEAN_ELECTIONS_CONFIG, config_operation=_DELETE, value=None
+                        )
+                    ],
+                )
+                for topic in topics
+            ]
+        ),
+        INCREMENTAL_ALTER_CONFIGS_VERSION,
+        TIMEOUT_S,
+    )
     return {
         r.resource_name: f"{error_name(r.error_code)} {r.error_message or ''}".strip()
         for r in response.responses

@@ -28,6 +28,14 @@ from typing import Any, Final
 
 import click
 
+from odradek.cli.client import (
+    Address,
+    ClientSettings,
+    ClusterClient,
+    bootstrap_server_option,
+    command_config_option,
+    connect,
+)
 from odradek.controller.image import CONFIG_RESOURCE_BROKER
 from odradek.controller.rebalance import RebalancePlan, plan_rebalance
 from odradek.protocol.error_codes import ErrorCode, error_name
@@ -47,6 +55,7 @@ from odradek.replication.throttle import FOLLOWER_REPLICATION_THROTTLED_RATE
 from odradek.shell.peer_client import PeerConnection, PeerUnavailable
 
 TIMEOUT_S: Final = 30.0
+CLIENT_NAME: Final = "odradek-cluster-ops"
 METADATA_VERSION: Final = 12
 DESCRIBE_LOG_DIRS_VERSION: Final = 4
 ELECT_LEADERS_VERSION: Final = 2
@@ -82,13 +91,6 @@ def parse_brokers(text: str) -> list[int]:
     return sorted(set(ids))
 
 
-def _address(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
-        raise click.BadParameter(f"{text!r} is not HOST:PORT", param_hint="--bootstrap-server")
-    return host.strip("[]"), int(port)
-
-
 def _mb(size: int) -> str:
     return f"{size / 1_000_000:.1f} MB"
 
@@ -98,8 +100,8 @@ def _mb(size: int) -> str:
 # ---------------------------------------------------------------------------------------
 
 
-async def cluster_view(peer: PeerConnection) -> ClusterView:
-    response = await peer.request(
+async def cluster_view(client: ClusterClient) -> ClusterView:
+    response = await client.request(
         MetadataRequest(topics=None, allow_auto_topic_creation=False), METADATA_VERSION, TIMEOUT_S
     )
     brokers = {b.node_id: (b.host, b.port) for b in response.brokers}
@@ -114,12 +116,17 @@ async def cluster_view(peer: PeerConnection) -> ClusterView:
     return ClusterView(brokers, replicas, leaders)
 
 
-async def broker_sizes(address: tuple[str, int]) -> dict[Key, int]:
-    """The size of every partition hosted on one broker (DescribeLogDirs)."""
-    peer = PeerConnection(*address, client_id="odradek-cluster-ops")
+async def broker_sizes(address: Address, settings: ClientSettings) -> dict[Key, int]:
+    """The size of every partition hosted on one broker (DescribeLogDirs, which each
+    broker answers for its own disks only: no fail-over)."""
+    peer = PeerConnection(
+        *address, client_id=settings.client_id, connect_timeout_s=settings.connect_timeout_s
+    )
     try:
         response = await peer.request(
-            DescribeLogDirsRequest(topics=None), DESCRIBE_LOG_DIRS_VERSION, TIMEOUT_S
+            DescribeLogDirsRequest(topics=None),
+            DESCRIBE_LOG_DIRS_VERSION,
+            settings.request_timeout_s or TIMEOUT_S,
         )
     finally:
         await peer.close()
@@ -131,14 +138,14 @@ async def broker_sizes(address: tuple[str, int]) -> dict[Key, int]:
     }
 
 
-async def partition_sizes(view: ClusterView) -> dict[Key, int]:
+async def partition_sizes(view: ClusterView, settings: ClientSettings) -> dict[Key, int]:
     """Each partition's size on its leader (on any replica that answers when the leader
     cannot: a copy on a follower is at most a fetch behind)."""
     sizes: dict[Key, int] = {}
     by_broker: dict[int, dict[Key, int]] = {}
     for broker, address in sorted(view.brokers.items()):
         with contextlib.suppress(PeerUnavailable, TimeoutError):
-            by_broker[broker] = await broker_sizes(address)
+            by_broker[broker] = await broker_sizes(address, settings)
     for key, replicas in view.replicas.items():
         leader = view.leaders.get(key, -1)
         if key in by_broker.get(leader, {}):
@@ -148,8 +155,8 @@ async def partition_sizes(view: ClusterView) -> dict[Key, int]:
     return sizes
 
 
-async def ongoing(peer: PeerConnection) -> dict[Key, tuple[list[int], list[int], list[int]]]:
-    response = await peer.request(ListPartitionReassignmentsRequest(topics=None), 0, TIMEOUT_S)
+async def ongoing(client: ClusterClient) -> dict[Key, tuple[list[int], list[int], list[int]]]:
+    response = await client.request(ListPartitionReassignmentsRequest(topics=None), 0, TIMEOUT_S)
     if response.error_code != ErrorCode.NONE:
         raise OperationFailed(
             f"ListPartitionReassignments: {error_name(response.error_code)} "
@@ -166,8 +173,12 @@ async def ongoing(peer: PeerConnection) -> dict[Key, tuple[list[int], list[int],
     }
 
 
-async def alter(peer: PeerConnection, targets: Mapping[Key, Sequence[int] | None]) -> list[str]:
-    """AlterPartitionReassignments; the problems, one line per refused partition."""
+async def alter(client: ClusterClient, targets: Mapping[Key, Sequence[int] | None]) -> list[str]:
+    """AlterPartitionReassignments; the problems, one line per refused partition.
+
+    Sent again through another broker when the answer is lost: the same target a second
+    time is taken against the same original replicas, so it changes nothing more, and a
+    second cancel is refused with NO_REASSIGNMENT_IN_PROGRESS, which is reported."""
     by_topic: dict[str, list[apr.ReassignablePartition]] = {}
     for (topic, index), replicas in sorted(targets.items()):
         by_topic.setdefault(topic, []).append(
@@ -175,7 +186,7 @@ async def alter(peer: PeerConnection, targets: Mapping[Key, Sequence[int] | None
                 partition_index=index, replicas=None if replicas is None else list(replicas)
             )
         )
-    response = await peer.request(
+    response = await client.request(
         AlterPartitionReassignmentsRequest(
             topics=[apr.ReassignableTopic(name=t, partitions=ps) for t, ps in by_topic.items()]
         ),
@@ -195,7 +206,7 @@ async def alter(peer: PeerConnection, targets: Mapping[Key, Sequence[int] | None
     return problems
 
 
-async def set_throttle(peer: PeerConnection, rate: int | None) -> None:
+async def set_throttle(client: ClusterClient, rate: int | None) -> None:
     """Set (or, with None, remove) the cluster-wide catch-up throttle."""
     operation = (
         iac.AlterableConfig(
@@ -206,7 +217,7 @@ async def set_throttle(peer: PeerConnection, rate: int | None) -> None:
             name=FOLLOWER_REPLICATION_THROTTLED_RATE, config_operation=_SET, value=str(rate)
         )
     )
-    response = await peer.request(
+    response = await client.request(
         IncrementalAlterConfigsRequest(
             resources=[
                 iac.AlterConfigsResource(
@@ -225,13 +236,14 @@ async def set_throttle(peer: PeerConnection, rate: int | None) -> None:
             )
 
 
-async def elect_preferred(peer: PeerConnection, keys: Sequence[Key]) -> None:
+async def elect_preferred(client: ClusterClient, keys: Sequence[Key]) -> None:
     by_topic: dict[str, list[int]] = {}
     for topic, index in sorted(keys):
         by_topic.setdefault(topic, []).append(index)
     if not by_topic:
         return
-    await peer.request(
+    # A preferred election asked twice finds the leaders in place the second time.
+    await client.request(
         ElectLeadersRequest(
             election_type=_PREFERRED,
             topic_partitions=[
@@ -243,8 +255,11 @@ async def elect_preferred(peer: PeerConnection, keys: Sequence[Key]) -> None:
     )
 
 
-async def unregister(peer: PeerConnection, broker_id: int) -> tuple[int, str | None]:
-    response = await peer.request(UnregisterBrokerRequest(broker_id=broker_id), 0, TIMEOUT_S)
+async def unregister(client: ClusterClient, broker_id: int) -> tuple[int, str | None]:
+    response = await client.request(UnregisterBrokerRequest(broker_id=broker_id), 0, TIMEOUT_S)
+    if response.error_code == ErrorCode.BROKER_ID_NOT_REGISTERED and client.resent:
+        # Sent again after a lost answer: the first attempt unregistered it.
+        return ErrorCode.NONE, None
     return response.error_code, response.error_message
 
 
@@ -278,14 +293,10 @@ def format_plan(plan: RebalancePlan, current: Mapping[Key, Sequence[int]]) -> li
 
 
 async def _plan(
-    address: tuple[str, int], adding: list[int], removing: list[int]
+    client: ClusterClient, adding: list[int], removing: list[int]
 ) -> tuple[ClusterView, RebalancePlan, dict[Key, int]]:
-    peer = PeerConnection(*address, client_id="odradek-cluster-ops")
-    try:
-        view = await cluster_view(peer)
-        running = await ongoing(peer)
-    finally:
-        await peer.close()
+    view = await cluster_view(client)
+    running = await ongoing(client)
     if running:
         raise OperationFailed(
             f"{len(running)} partition reassignment(s) in progress; wait for them or run "
@@ -298,7 +309,7 @@ async def _plan(
     # Brokers that hold replicas keep their share even while briefly fenced: only the
     # brokers named in --brokers of remove-brokers give theirs up.
     targets = sorted((set(view.brokers) | holding | set(adding)) - set(removing))
-    sizes = await partition_sizes(view)
+    sizes = await partition_sizes(view, client.settings)
     try:
         plan = plan_rebalance(view.replicas, targets, sizes)
     except ValueError as e:
@@ -307,7 +318,7 @@ async def _plan(
 
 
 async def _progress(
-    peer: PeerConnection,
+    client: ClusterClient,
     view: ClusterView,
     plan: RebalancePlan,
     sizes: Mapping[Key, int],
@@ -319,7 +330,7 @@ async def _progress(
     last = ""
     tty = sys.stdout.isatty()
     while True:
-        running = {k: v for k, v in (await ongoing(peer)).items() if k in keys}
+        running = {k: v for k, v in (await ongoing(client)).items() if k in keys}
         done_bytes = sum(sizes.get(k, 0) for k, _, _ in plan.moves if k not in running)
         adding_brokers = {b for _, (_, adding, _) in running.items() for b in adding}
         for broker in sorted(adding_brokers):
@@ -327,7 +338,7 @@ async def _progress(
             if address is None:
                 continue
             try:
-                copied = await broker_sizes(address)
+                copied = await broker_sizes(address, client.settings)
             except (PeerUnavailable, TimeoutError):
                 continue
             for key, (_, adding, _) in running.items():
@@ -353,58 +364,46 @@ async def _progress(
 
 
 async def _run(
-    address: tuple[str, int],
+    client: ClusterClient,
     view: ClusterView,
     plan: RebalancePlan,
     sizes: Mapping[Key, int],
     throttle: int | None,
     timeout_s: float,
 ) -> None:
-    peer = PeerConnection(*address, client_id="odradek-cluster-ops")
-    try:
-        if throttle is not None:
-            await set_throttle(peer, throttle)
-        problems = await alter(peer, plan.assignments)
-        if problems:
-            raise OperationFailed("reassignment refused:\n" + "\n".join(problems))
-        await _progress(peer, view, plan, sizes, timeout_s)
-        if throttle is not None:
-            await set_throttle(peer, None)
-        await elect_preferred(peer, sorted(plan.assignments))
-    finally:
-        await peer.close()
+    if throttle is not None:
+        await set_throttle(client, throttle)
+    problems = await alter(client, plan.assignments)
+    if problems:
+        raise OperationFailed("reassignment refused:\n" + "\n".join(problems))
+    await _progress(client, view, plan, sizes, timeout_s)
+    if throttle is not None:
+        await set_throttle(client, None)
+    await elect_preferred(client, sorted(plan.assignments))
 
 
-async def _cancel(address: tuple[str, int], keys: set[Key] | None, throttle: bool) -> int:
+async def _cancel(client: ClusterClient, keys: set[Key] | None, throttle: bool) -> int:
     """Cancel the reassignments of ``keys`` (all when None); how many were cancelled."""
-    peer = PeerConnection(*address, client_id="odradek-cluster-ops")
-    try:
-        running = await ongoing(peer)
-        wanted = {k: None for k in running if keys is None or k in keys}
-        problems = await alter(peer, wanted) if wanted else []
-        for problem in problems:
-            # NO_REASSIGNMENT_IN_PROGRESS: it completed between the listing and now.
-            click.echo(problem, err=True)
-        if throttle:
-            await set_throttle(peer, None)
-        return len(wanted) - len(problems)
-    finally:
-        await peer.close()
+    running = await ongoing(client)
+    wanted = {k: None for k in running if keys is None or k in keys}
+    problems = await alter(client, wanted) if wanted else []
+    for problem in problems:
+        # NO_REASSIGNMENT_IN_PROGRESS: it completed between the listing and now.
+        click.echo(problem, err=True)
+    if throttle:
+        await set_throttle(client, None)
+    return len(wanted) - len(problems)
 
 
 def _execute(
-    bootstrap_server: str,
+    client: ClusterClient,
     adding: list[int],
     removing: list[int],
     dry_run: bool,
     throttle: int | None,
     timeout_s: float,
 ) -> RebalancePlan:
-    address = _address(bootstrap_server)
-    try:
-        view, plan, sizes = asyncio.run(_plan(address, adding, removing))
-    except (PeerUnavailable, TimeoutError) as e:
-        raise OperationFailed(f"cannot ask the broker: {e or 'timed out'}") from None
+    view, plan, sizes = client.run(lambda: _plan(client, adding, removing))
     for line in format_plan(plan, view.replicas):
         click.echo(line)
     if dry_run or not plan.assignments:
@@ -412,57 +411,60 @@ def _execute(
             click.echo("already balanced: nothing to move")
         return plan
     try:
-        asyncio.run(_run(address, view, plan, sizes, throttle, timeout_s))
+        client.run(lambda: _run(client, view, plan, sizes, throttle, timeout_s))
     except KeyboardInterrupt:
         click.echo("\ninterrupted: cancelling the moves still in progress", err=True)
-        cancelled = asyncio.run(_cancel(address, set(plan.assignments), throttle is not None))
+        cancelled = client.run(lambda: _cancel(client, set(plan.assignments), throttle is not None))
         click.echo(f"cancelled {cancelled} partition reassignment(s)", err=True)
         raise SystemExit(130) from None
-    except (PeerUnavailable, TimeoutError) as e:
-        raise OperationFailed(f"lost the broker: {e or 'timed out'}") from None
     click.echo(f"done: {plan.moved_replicas} replica(s) moved")
     return plan
 
 
 async def _unregister_when_stopped(
-    address: tuple[str, int], broker_ids: list[int], wait_s: float
+    client: ClusterClient, broker_ids: list[int], wait_s: float
 ) -> None:
-    peer = PeerConnection(*address, client_id="odradek-cluster-ops")
-    try:
-        deadline = time.monotonic() + wait_s
-        told: set[int] = set()
-        for broker in broker_ids:
-            while True:
-                view = await cluster_view(peer)
-                if broker not in view.brokers:
-                    break
-                if broker not in told:
-                    click.echo(
-                        f"broker {broker} holds no replicas now; stop it (a running broker "
-                        "registers again), then it is unregistered"
-                    )
-                    told.add(broker)
-                if time.monotonic() > deadline:
-                    raise OperationFailed(
-                        f"broker {broker} still runs after {wait_s:g} s; stop it and run "
-                        f"odradek cluster unregister-broker --broker {broker}"
-                    )
-                await asyncio.sleep(POLL_S)
-            error, message = await unregister(peer, broker)
-            if error != ErrorCode.NONE:
-                raise OperationFailed(
-                    f"unregistering broker {broker}: {error_name(error)} {message or ''}"
+    """Wait for each emptied broker to leave the live brokers, then unregister it.
+
+    The operator stops these brokers now, and the one the command was talking to may be
+    among them: the client then carries on through another broker that the cluster
+    listed (or another bootstrap address)."""
+    deadline = time.monotonic() + wait_s
+    told: set[int] = set()
+    for broker in broker_ids:
+        while True:
+            view = await cluster_view(client)
+            if broker not in view.brokers:
+                break
+            if broker not in told:
+                click.echo(
+                    f"broker {broker} holds no replicas now; stop it (a running broker "
+                    "registers again), then it is unregistered"
                 )
-            click.echo(f"broker {broker} unregistered")
-    finally:
-        await peer.close()
+                told.add(broker)
+            if time.monotonic() > deadline:
+                raise OperationFailed(
+                    f"broker {broker} still runs after {wait_s:g} s; stop it and run "
+                    f"odradek cluster unregister-broker --broker {broker}"
+                )
+            await asyncio.sleep(POLL_S)
+        error, message = await unregister(client, broker)
+        if error != ErrorCode.NONE:
+            raise OperationFailed(
+                f"unregistering broker {broker}: {error_name(error)} {message or ''}"
+            )
+        click.echo(f"broker {broker} unregistered")
 
 
 # ---------------------------------------------------------------------------------------
 # Commands
 # ---------------------------------------------------------------------------------------
 
-_bootstrap = click.option("--bootstrap-server", required=True, help="HOST:PORT of any broker.")
+
+def _bootstrap(f: Any) -> Any:
+    return bootstrap_server_option(command_config_option(f))
+
+
 _dry_run = click.option(
     "--dry-run", is_flag=True, help="Print the plan and its bytes; move nothing."
 )
@@ -491,11 +493,18 @@ _timeout = click.option(
 @_throttle
 @_timeout
 def add_brokers(
-    bootstrap_server: str, brokers: str, dry_run: bool, throttle: int | None, timeout_s: float
+    bootstrap_server: str | None,
+    command_config: str | None,
+    brokers: str,
+    dry_run: bool,
+    throttle: int | None,
+    timeout_s: float,
 ) -> None:
     """Move replicas onto new brokers until replicas and preferred leaders are balanced
     (each broker within one of the mean), moving as few replicas as possible."""
-    _execute(bootstrap_server, parse_brokers(brokers), [], dry_run, throttle, timeout_s)
+    adding = parse_brokers(brokers)
+    client = connect(bootstrap_server, command_config, client_id=CLIENT_NAME)
+    _execute(client, adding, [], dry_run, throttle, timeout_s)
 
 
 @click.command("remove-brokers")
@@ -513,7 +522,8 @@ def add_brokers(
     help="Seconds to wait for the emptied brokers to be stopped before unregistering them.",
 )
 def remove_brokers(
-    bootstrap_server: str,
+    bootstrap_server: str | None,
+    command_config: str | None,
     brokers: str,
     dry_run: bool,
     throttle: int | None,
@@ -523,35 +533,32 @@ def remove_brokers(
     """Move every replica off the brokers (keeping the placement balanced and every
     partition at its replication factor), then unregister them once they are stopped."""
     removing = parse_brokers(brokers)
-    _execute(bootstrap_server, [], removing, dry_run, throttle, timeout_s)
+    client = connect(bootstrap_server, command_config, client_id=CLIENT_NAME)
+    _execute(client, [], removing, dry_run, throttle, timeout_s)
     if dry_run:
         return
-    asyncio.run(_unregister_when_stopped(_address(bootstrap_server), removing, stop_timeout_s))
+    client.run(lambda: _unregister_when_stopped(client, removing, stop_timeout_s))
 
 
 @click.command("cancel-reassignments")
 @_bootstrap
-def cancel_reassignments(bootstrap_server: str) -> None:
+def cancel_reassignments(bootstrap_server: str | None, command_config: str | None) -> None:
     """Cancel every partition reassignment in progress (the replicas go back to the
     original ones) and remove the catch-up throttle."""
-    cancelled = asyncio.run(_cancel(_address(bootstrap_server), None, True))
+    client = connect(bootstrap_server, command_config, client_id=CLIENT_NAME)
+    cancelled = client.run(lambda: _cancel(client, None, True))
     click.echo(f"cancelled {cancelled} partition reassignment(s)")
 
 
 @click.command("unregister-broker")
 @_bootstrap
 @click.option("--broker", "broker_id", type=int, required=True, help="The broker's id.")
-def unregister_broker(bootstrap_server: str, broker_id: int) -> None:
+def unregister_broker(
+    bootstrap_server: str | None, command_config: str | None, broker_id: int
+) -> None:
     """Remove a stopped broker's registration (refused while it holds replicas)."""
-
-    async def run() -> tuple[int, str | None]:
-        peer = PeerConnection(*_address(bootstrap_server), client_id="odradek-cluster-ops")
-        try:
-            return await unregister(peer, broker_id)
-        finally:
-            await peer.close()
-
-    error, message = asyncio.run(run())
+    client = connect(bootstrap_server, command_config, client_id=CLIENT_NAME)
+    error, message = client.run(lambda: unregister(client, broker_id))
     if error != ErrorCode.NONE:
         raise OperationFailed(f"{error_name(error)}: {message or ''}")
     click.echo(f"broker {broker_id} unregistered")

@@ -16,6 +16,7 @@ from odradek import __version__
 from odradek.broker.config import ServerConfig
 from odradek.cli.cluster import cluster
 from odradek.cli.dev_cluster import run_dev_cluster
+from odradek.cli.extras import missing_extra
 from odradek.cli.partitions import partitions
 from odradek.cli.quarantine import quarantine
 from odradek.cli.quorum import quorum
@@ -31,7 +32,23 @@ from odradek.storage.checkpoint import META_PROPERTIES, read_meta_properties
 from odradek.storage.fs import join
 
 
-@click.group()
+class _Odradek(click.Group):
+    """The ``odradek`` group: a command that imports a module of an extra that is not
+    installed ends in one line naming the extra (see :mod:`odradek.cli.extras`), whichever
+    command it is; commands that know they need one say so themselves first."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except ModuleNotFoundError as e:
+            command = " ".join(filter(None, ["odradek", ctx.invoked_subcommand]))
+            missing = missing_extra(e, command)
+            if missing is None:
+                raise
+            raise missing from None
+
+
+@click.group(cls=_Odradek)
 @click.version_option(__version__, prog_name="odradek")
 def main() -> None:
     """Odradek: a Kafka-compatible, partitioned, replicated commit log."""

@@ -20,7 +20,14 @@ from typing import Any, Final
 import click
 
 from odradek.broker.elect_leaders import RECOVER_FROM_TAG
-from odradek.cli.cluster import ConnectionFailed, _address
+from odradek.cli.client import (
+    Address,
+    ClientSettings,
+    ClusterClient,
+    bootstrap_server_option,
+    command_config_option,
+    connect,
+)
 from odradek.controller.preferred import UNCLEAN
 from odradek.protocol.error_codes import ErrorCode, error_name
 from odradek.protocol.messages import ElectLeadersRequest, ListOffsetsRequest, MetadataRequest
@@ -50,8 +57,8 @@ class RecoverRefused(click.ClickException):
     exit_code = 1
 
 
-async def _view(peer: PeerConnection, topic: str, partition: int) -> PartitionView:
-    response: Any = await peer.request(
+async def _view(client: ClusterClient, topic: str, partition: int) -> PartitionView:
+    response: Any = await client.request(
         MetadataRequest(
             topics=[mr.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False
         ),
@@ -72,21 +79,32 @@ async def _view(peer: PeerConnection, topic: str, partition: int) -> PartitionVi
     raise RecoverRefused(f"{topic} has no partition {partition}")
 
 
-async def _elect(peer: PeerConnection, topic: str, partition: int, broker: int) -> int:
+async def _elect(client: ClusterClient, topic: str, partition: int, broker: int) -> int:
     request = ElectLeadersRequest(
         election_type=UNCLEAN,
         topic_partitions=[elr.TopicPartitions(topic=topic, partitions=[partition])],
         timeout_ms=int(TIMEOUT_S * 1000),
         unknown_tagged_fields=[(RECOVER_FROM_TAG, broker.to_bytes(4, "big", signed=True))],
     )
-    response: Any = await peer.request(request, ELECT_LEADERS_VERSION, TIMEOUT_S)
+    # Never sent twice: a lost answer leaves the operator to look, not the tool to guess.
+    response: Any = await client.request(
+        request,
+        ELECT_LEADERS_VERSION,
+        TIMEOUT_S,
+        at_most_once=f"broker {broker} may or may not have been elected; see odradek "
+        "cluster health before running this again",
+    )
     if response.error_code != ErrorCode.NONE:
         return int(response.error_code)
     return int(response.replica_election_results[0].partition_result[0].error_code)
 
 
-async def _log_end(address: tuple[str, int], topic: str, partition: int) -> int | None:
-    peer = PeerConnection(*address, client_id="odradek-partitions-recover")
+async def _log_end(
+    address: Address, settings: ClientSettings, topic: str, partition: int
+) -> int | None:
+    peer = PeerConnection(
+        *address, client_id=settings.client_id, connect_timeout_s=settings.connect_timeout_s
+    )
     try:
         response: Any = await peer.request(
             ListOffsetsRequest(
@@ -102,7 +120,7 @@ async def _log_end(address: tuple[str, int], topic: str, partition: int) -> int 
                 ],
             ),
             LIST_OFFSETS_VERSION,
-            TIMEOUT_S,
+            settings.request_timeout_s or TIMEOUT_S,
         )
     except (PeerUnavailable, TimeoutError):
         return None
@@ -113,40 +131,36 @@ async def _log_end(address: tuple[str, int], topic: str, partition: int) -> int 
 
 
 async def _recover(
-    address: tuple[str, int], topic: str, partition: int, broker: int, confirm: bool
+    client: ClusterClient, topic: str, partition: int, broker: int, confirm: bool
 ) -> None:
-    peer = PeerConnection(*address, client_id="odradek-partitions-recover")
-    try:
-        view = await _view(peer, topic, partition)
-        name = f"{topic}-{partition}"
-        if view.leader >= 0:
-            raise RecoverRefused(f"{name} has a leader (broker {view.leader}): nothing to recover")
-        if broker not in view.replicas:
-            raise RecoverRefused(f"broker {broker} is not a replica of {name} ({view.replicas})")
-        if broker not in view.live:
-            raise RecoverRefused(f"broker {broker} is not alive (live: {sorted(view.live)})")
-        lost_holders = [r for r in view.isr if r != broker]
-        click.echo(f"{name}: no leader; replicas {view.replicas}, last ISR {view.isr}")
-        click.echo(
-            f"Electing broker {broker}, which is NOT known to hold every acknowledged record.\n"
-            f"Given up: acknowledged records beyond broker {broker}'s log end that only "
-            f"{lost_holders or 'the lost replicas'} held. How many cannot be known while "
-            "those replicas are gone; if one comes back it moves exactly those records "
-            "to its quarantine (odradek quarantine list on that broker)."
-        )
-        if confirm and not click.confirm("Elect it and accept that loss?", default=False):
-            raise RecoverRefused("not confirmed; nothing changed")
-        error = await _elect(peer, topic, partition, broker)
-        if error != ErrorCode.NONE:
-            raise RecoverRefused(f"election refused: {error_name(error)}")
-        deadline = time.monotonic() + TIMEOUT_S
-        while (view := await _view(peer, topic, partition)).leader != broker:
-            if time.monotonic() > deadline:
-                raise RecoverRefused(f"broker {broker} was elected but does not lead yet")
-            await asyncio.sleep(0.2)
-    finally:
-        await peer.close()
-    end = await _log_end(view.live[broker], topic, partition)
+    view = await _view(client, topic, partition)
+    name = f"{topic}-{partition}"
+    if view.leader >= 0:
+        raise RecoverRefused(f"{name} has a leader (broker {view.leader}): nothing to recover")
+    if broker not in view.replicas:
+        raise RecoverRefused(f"broker {broker} is not a replica of {name} ({view.replicas})")
+    if broker not in view.live:
+        raise RecoverRefused(f"broker {broker} is not alive (live: {sorted(view.live)})")
+    lost_holders = [r for r in view.isr if r != broker]
+    click.echo(f"{name}: no leader; replicas {view.replicas}, last ISR {view.isr}")
+    click.echo(
+        f"Electing broker {broker}, which is NOT known to hold every acknowledged record.\n"
+        f"Given up: acknowledged records beyond broker {broker}'s log end that only "
+        f"{lost_holders or 'the lost replicas'} held. How many cannot be known while "
+        "those replicas are gone; if one comes back it moves exactly those records "
+        "to its quarantine (odradek quarantine list on that broker)."
+    )
+    if confirm and not click.confirm("Elect it and accept that loss?", default=False):
+        raise RecoverRefused("not confirmed; nothing changed")
+    error = await _elect(client, topic, partition, broker)
+    if error != ErrorCode.NONE:
+        raise RecoverRefused(f"election refused: {error_name(error)}")
+    deadline = time.monotonic() + TIMEOUT_S
+    while (view := await _view(client, topic, partition)).leader != broker:
+        if time.monotonic() > deadline:
+            raise RecoverRefused(f"broker {broker} was elected but does not lead yet")
+        await asyncio.sleep(0.2)
+    end = await _log_end(view.live[broker], client.settings, topic, partition)
     where = "unknown" if end is None else str(end)
     click.echo(f"{name} is led by broker {broker} again; its log ends at offset {where}.")
 
@@ -157,19 +171,23 @@ def partitions() -> None:
 
 
 @partitions.command()
-@click.option("--bootstrap-server", required=True, help="HOST:PORT of any broker.")
+@bootstrap_server_option
+@command_config_option
 @click.option("--topic", required=True)
 @click.option("--partition", required=True, type=int)
 @click.option(
     "--from-broker", "broker", required=True, type=int, help="The surviving replica to elect."
 )
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-def recover(bootstrap_server: str, topic: str, partition: int, broker: int, yes: bool) -> None:
+def recover(
+    bootstrap_server: str | None,
+    command_config: str | None,
+    topic: str,
+    partition: int,
+    broker: int,
+    yes: bool,
+) -> None:
     """Make a surviving out-of-sync replica the leader of a partition that no in-sync
     or eligible replica can lead, accepting the loss of what only the others held."""
-    try:
-        asyncio.run(_recover(_address(bootstrap_server), topic, partition, broker, not yes))
-    except PeerUnavailable as e:
-        raise ConnectionFailed(f"cannot ask the broker: {e}") from None
-    except TimeoutError:
-        raise ConnectionFailed(f"{bootstrap_server}: no answer in {TIMEOUT_S:g} s") from None
+    client = connect(bootstrap_server, command_config, client_id="odradek-partitions-recover")
+    client.run(lambda: _recover(client, topic, partition, broker, not yes))

@@ -25,6 +25,13 @@ from typing import Any
 
 import click
 
+from odradek.cli.client import (
+    Address,
+    ClusterClient,
+    bootstrap_server_option,
+    command_config_option,
+    connect,
+)
 from odradek.core.errors import DecodeError, EncodeError, InvalidRecordBatchError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import MetadataRequest, ProduceRequest
@@ -473,30 +480,19 @@ def _placement(chunk: Sequence[Planned], base_offset: int, where: str) -> list[s
     return lines
 
 
-def _address(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
-        raise click.BadParameter(f"{text!r} is not HOST:PORT", param_hint="--bootstrap-server")
-    return host.strip("[]"), int(port)
-
-
-async def _leader(bootstrap: tuple[str, int], topic: str, partition: int) -> tuple[str, int]:
+async def _leader(client: ClusterClient, topic: str, partition: int) -> Address:
     """The address of the broker leading ``topic``-``partition``, from Metadata."""
     for _ in range(LEADER_ATTEMPTS):
-        peer = PeerConnection(*bootstrap, client_id="odradek-quarantine")
-        try:
-            response = await peer.request(
-                MetadataRequest(
-                    topics=[mreq.MetadataRequestTopic(name=topic)],
-                    # Republishing into a topic that does not exist is a typo more often
-                    # than a wish; the operator creates it with the partitions they want.
-                    allow_auto_topic_creation=False,
-                ),
-                METADATA_VERSION,
-                TIMEOUT_S,
-            )
-        finally:
-            await peer.close()
+        response = await client.request(
+            MetadataRequest(
+                topics=[mreq.MetadataRequestTopic(name=topic)],
+                # Republishing into a topic that does not exist is a typo more often
+                # than a wish; the operator creates it with the partitions they want.
+                allow_auto_topic_creation=False,
+            ),
+            METADATA_VERSION,
+            TIMEOUT_S,
+        )
         found = response.topics[0]
         if found.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
             raise click.ClickException(f"topic {topic!r} does not exist")
@@ -518,6 +514,15 @@ async def _leader(bootstrap: tuple[str, int], topic: str, partition: int) -> tup
     raise click.ClickException(f"{topic}-{partition} has no leader")
 
 
+def _connection(client: ClusterClient, leader: Address) -> PeerConnection:
+    """A connection of its own to the partition's leader: a Produce goes to the leader
+    only, and is never sent again once it may have been appended."""
+    settings = client.settings
+    return PeerConnection(
+        *leader, client_id=settings.client_id, connect_timeout_s=settings.connect_timeout_s
+    )
+
+
 @dataclass(slots=True)
 class Outcome:
     acknowledged: int = 0
@@ -525,15 +530,15 @@ class Outcome:
 
 
 async def _produce(
-    bootstrap: tuple[str, int], topic: str, partition: int, plan: Plan, echo: Any
+    client: ClusterClient, topic: str, partition: int, plan: Plan, echo: Any
 ) -> Outcome:
     """Send the plan's batches in order, each request only after the one before was
     acknowledged, so that the records keep their order in the partition. The first
     failure stops the rest: what is left can be judged and sent again by hand without
     records landing out of order."""
     outcome = Outcome()
-    leader = await _leader(bootstrap, topic, partition)
-    peer = PeerConnection(*leader, client_id="odradek-quarantine")
+    leader = await _leader(client, topic, partition)
+    peer = _connection(client, leader)
     try:
         for chunk in _chunks(plan.batches):
             request = ProduceRequest(
@@ -576,8 +581,8 @@ async def _produce(
                 await asyncio.sleep(RETRY_DELAY_S)
                 if error != ErrorCode.NOT_ENOUGH_REPLICAS:
                     await peer.close()
-                    leader = await _leader(bootstrap, topic, partition)
-                    peer = PeerConnection(*leader, client_id="odradek-quarantine")
+                    leader = await _leader(client, topic, partition)
+                    peer = _connection(client, leader)
     finally:
         await peer.close()
     return outcome
@@ -588,7 +593,8 @@ async def _produce(
 @_topic
 @_partition
 @_entry_name
-@click.option("--bootstrap-server", required=True, help="HOST:PORT of any broker.")
+@bootstrap_server_option
+@command_config_option
 @click.option(
     "--to-topic", default=None, help="Produce into this topic instead (same partition number)."
 )
@@ -598,7 +604,8 @@ def republish(
     topic: str,
     partition: int,
     name: str,
-    bootstrap_server: str,
+    bootstrap_server: str | None,
+    command_config: str | None,
     to_topic: str | None,
     dry_run: bool,
 ) -> None:
@@ -611,7 +618,7 @@ def republish(
     records twice). Records keep their timestamps, so retention.ms counts from those.
     The exit status is nonzero unless every record was acknowledged.
     """
-    address = _address(bootstrap_server)
+    client = connect(bootstrap_server, command_config, client_id="odradek-quarantine")
     target = to_topic or topic
     manifest, data = _entry(RealFileSystem(), log_dir, topic, partition, name)
     decoded = decode_entry(data)
@@ -628,10 +635,7 @@ def republish(
             f"{topic}-{partition} entry {manifest.name} to {target}-{partition}"
         )
         return
-    try:
-        outcome = asyncio.run(_produce(address, target, partition, plan, click.echo))
-    except (PeerUnavailable, TimeoutError) as e:
-        raise click.ClickException(f"{bootstrap_server}: {e}") from None
+    outcome = client.run(lambda: _produce(client, target, partition, plan, click.echo))
     click.echo(
         f"{outcome.acknowledged} of {total} records acknowledged by {target}-{partition}; "
         f"entry {manifest.name} is kept in {topic}-{partition}"

@@ -1,7 +1,8 @@
 """``odradek quorum``: look at the controller quorum and change its voters (KIP-853).
 
-Like ``kafka-metadata-quorum``: ``describe`` asks a controller (``--bootstrap-controller``)
-and follows it to the leader; ``add-controller`` reads the new controller's
+Like ``kafka-metadata-quorum``: ``describe`` asks the first controller of
+``--bootstrap-controller`` (a list, tried in turn) that answers and follows it to the
+leader; ``add-controller`` reads the new controller's
 server.properties and meta.properties for its id, directory id and listener, and asks
 the leader to make it a voter (it must be running and caught up, as an observer);
 ``remove-controller`` removes a voter by id and directory id.
@@ -9,7 +10,6 @@ the leader to make it a voter (it must be running and caught up, as an observer)
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from typing import Any
@@ -17,51 +17,40 @@ from typing import Any
 import click
 
 from odradek.broker.config import ServerConfig
+from odradek.cli.client import (
+    DESCRIBE_QUORUM_VERSION,
+    Address,
+    ClusterClient,
+    bootstrap_controller_option,
+    command_config_option,
+    connect,
+    describe_quorum_request,
+)
 from odradek.core.errors import ConfigError, CorruptLogError
 from odradek.core.kafka_uuid import from_kafka_str, to_kafka_str
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import (
     AddRaftVoterRequest,
-    DescribeQuorumRequest,
     RemoveRaftVoterRequest,
 )
 from odradek.protocol.messages import add_raft_voter_request as av
-from odradek.protocol.messages import describe_quorum_request as dqr
-from odradek.raft.wire import METADATA_PARTITION, METADATA_TOPIC
-from odradek.shell.peer_client import PeerConnection, PeerUnavailable
 from odradek.shell.real_fs import RealFileSystem
 from odradek.storage.checkpoint import META_PROPERTIES, read_meta_properties
 from odradek.storage.fs import join
 
 TIMEOUT_S = 10.0
+CLIENT_NAME = "odradek-quorum"
 
 
-def _address(text: str) -> tuple[str, int]:
-    host, _, port = text.rpartition(":")
-    if not host or not port.isdigit():
-        raise click.BadParameter(f"{text!r} is not HOST:PORT")
-    return host.strip("[]"), int(port)
+async def _describe(client: ClusterClient) -> tuple[Any, Address]:
+    """DescribeQuorum, from the leader: the response and the leader's address.
 
-
-async def _describe(address: tuple[str, int]) -> tuple[Any, tuple[str, int]]:
-    """DescribeQuorum, from the leader: the response and the leader's address."""
+    The first controller that answers is asked (the bootstrap controllers in turn), then
+    the leader it names, directly."""
+    response = await client.request(describe_quorum_request(), DESCRIBE_QUORUM_VERSION, TIMEOUT_S)
+    assert client.current is not None
+    address = client.current
     for _ in range(3):
-        peer = PeerConnection(*address, client_id="odradek-quorum")
-        try:
-            response = await peer.request(
-                DescribeQuorumRequest(
-                    topics=[
-                        dqr.TopicData(
-                            topic_name=METADATA_TOPIC,
-                            partitions=[dqr.PartitionData(partition_index=METADATA_PARTITION)],
-                        )
-                    ]
-                ),
-                2,
-                TIMEOUT_S,
-            )
-        finally:
-            await peer.close()
         partition = response.topics[0].partitions[0]
         if partition.error_code != ErrorCode.NOT_LEADER_OR_FOLLOWER:
             return response, address
@@ -70,6 +59,9 @@ async def _describe(address: tuple[str, int]) -> tuple[Any, tuple[str, int]]:
             # No leader to ask: this controller's own view (voters, the stall alarm).
             return response, address
         address = (leader.listeners[0].host, leader.listeners[0].port)
+        response = await client.request_to(
+            address, describe_quorum_request(), DESCRIBE_QUORUM_VERSION, TIMEOUT_S
+        )
     raise click.ClickException("could not reach the quorum leader")
 
 
@@ -113,14 +105,13 @@ def quorum() -> None:
 
 
 @quorum.command()
-@click.option("--bootstrap-controller", required=True, help="HOST:PORT of any controller.")
+@bootstrap_controller_option
+@command_config_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def describe(bootstrap_controller: str, as_json: bool) -> None:
+def describe(bootstrap_controller: str | None, command_config: str | None, as_json: bool) -> None:
     """Leader, epoch, high watermark, and every voter and observer with its lag."""
-    try:
-        response, _ = asyncio.run(_describe(_address(bootstrap_controller)))
-    except (PeerUnavailable, TimeoutError) as e:
-        raise click.ClickException(f"{bootstrap_controller}: {e}") from None
+    client = connect(bootstrap_controller, command_config, kind="controller", client_id=CLIENT_NAME)
+    response, _ = client.run(lambda: _describe(client))
     info = describe_as_dict(response)
     if as_json:
         click.echo(json.dumps(info, indent=2))
@@ -146,13 +137,17 @@ def describe(bootstrap_controller: str, as_json: bool) -> None:
             )
 
 
-async def _to_leader(address: tuple[str, int], body: Any, version: int) -> Any:
-    _, leader = await _describe(address)
-    peer = PeerConnection(*leader, client_id="odradek-quorum")
-    try:
-        return await peer.request(body, version, TIMEOUT_S + 5)
-    finally:
-        await peer.close()
+async def _to_leader(client: ClusterClient, body: Any, version: int, what: str) -> Any:
+    _, leader = await _describe(client)
+    # A voter change is never sent twice: asked again after it was made, the leader
+    # would refuse it, and the operator would be told the opposite of what happened.
+    return await client.request_to(
+        leader,
+        body,
+        version,
+        TIMEOUT_S + 5,
+        at_most_once=f"{what} may or may not have been done; see odradek quorum describe",
+    )
 
 
 def _report(response: Any, what: str) -> None:
@@ -164,12 +159,16 @@ def _report(response: Any, what: str) -> None:
 
 
 @quorum.command("add-controller")
-@click.option("--bootstrap-controller", required=True, help="HOST:PORT of any controller.")
+@bootstrap_controller_option
+@command_config_option
 @click.option(
     "--config", "config_path", required=True, help="The new controller's server.properties."
 )
-def add_controller(bootstrap_controller: str, config_path: str) -> None:
+def add_controller(
+    bootstrap_controller: str | None, command_config: str | None, config_path: str
+) -> None:
     """Make a running, caught-up controller (an observer now) a voter."""
+    client = connect(bootstrap_controller, command_config, kind="controller", client_id=CLIENT_NAME)
     try:
         with open(config_path, encoding="utf-8") as f:
             config = ServerConfig.load(f.read())
@@ -192,21 +191,24 @@ def add_controller(bootstrap_controller: str, config_path: str) -> None:
         voter_directory_id=meta.directory_id,
         listeners=listeners,
     )
-    try:
-        response = asyncio.run(_to_leader(_address(bootstrap_controller), request, 0))
-    except (PeerUnavailable, TimeoutError) as e:
-        raise click.ClickException(f"{bootstrap_controller}: {e}") from None
-    _report(response, f"add controller {config.node_id}")
+    what = f"add controller {config.node_id}"
+    response = client.run(lambda: _to_leader(client, request, 0, what))
+    _report(response, what)
 
 
 @quorum.command("remove-controller")
-@click.option("--bootstrap-controller", required=True, help="HOST:PORT of any controller.")
+@bootstrap_controller_option
+@command_config_option
 @click.option("--controller-id", type=int, required=True, help="The voter's node id.")
 @click.option("--controller-directory-id", required=True, help="The voter's directory id.")
 def remove_controller(
-    bootstrap_controller: str, controller_id: int, controller_directory_id: str
+    bootstrap_controller: str | None,
+    command_config: str | None,
+    controller_id: int,
+    controller_directory_id: str,
 ) -> None:
     """Remove a voter (by node id and metadata directory id)."""
+    client = connect(bootstrap_controller, command_config, kind="controller", client_id=CLIENT_NAME)
     try:
         directory = from_kafka_str(controller_directory_id)
     except ValueError as e:
@@ -214,8 +216,6 @@ def remove_controller(
     request = RemoveRaftVoterRequest(
         cluster_id=None, voter_id=controller_id, voter_directory_id=directory
     )
-    try:
-        response = asyncio.run(_to_leader(_address(bootstrap_controller), request, 0))
-    except (PeerUnavailable, TimeoutError) as e:
-        raise click.ClickException(f"{bootstrap_controller}: {e}") from None
-    _report(response, f"remove controller {controller_id}")
+    what = f"remove controller {controller_id}"
+    response = client.run(lambda: _to_leader(client, request, 0, what))
+    _report(response, what)

@@ -69,3 +69,11 @@ class FrameDecoder:
     def pending_bytes(self) -> int:
         """Bytes received that do not yet make a whole frame."""
         return len(self._buf)
+
+    def pending_frame_bytes(self) -> int | None:
+        """The size, prefix included, of the frame that has begun to arrive and is not
+        complete, once its size prefix is here (None before, or with nothing pending)."""
+        if len(self._buf) < 4:
+            return None
+        (size,) = _SIZE.unpack_from(self._buf, 0)
+        return int(size) + 4

@@ -108,6 +108,15 @@ from odradek.replication.producer_state import ProducerStateManager
 from odradek.shell import controller_service
 from odradek.shell.broker_lifecycle import BrokerLifecycle
 from odradek.shell.clock import monotonic_ms, now_ms, steady_ms
+from odradek.shell.connection_limits import (
+    MAX_IN_FLIGHT_PER_CONNECTION,
+    ConnectionBudget,
+    ListenerGuard,
+    ListenerLimits,
+    PartialFrameWatch,
+    broker_listener_name,
+    ensure_open_files,
+)
 from odradek.shell.controller_service import ControllerService
 from odradek.shell.dir_lock import DirLock
 from odradek.shell.group_commit import GroupCommit
@@ -131,8 +140,6 @@ from odradek.storage.segment import FileRange
 log = logging.getLogger("odradek.node")
 
 METADATA_TOPIC = "__cluster_metadata"
-# Requests one connection may have in progress before the node stops reading from it.
-MAX_IN_FLIGHT_PER_CONNECTION = 64
 # Forwarding a metadata write to the active controller: how long to keep trying, across
 # leader changes, and the pause between tries while the leader stays the same.
 FORWARD_BACKOFF_S = 0.1
@@ -227,6 +234,7 @@ class Node:
         self._group_timer_wakeup = asyncio.Event()
         self._loaded_offsets_partitions: set[int] = set()
         self._connections: set[asyncio.Future[Any]] = set()
+        self._listener_guards: dict[str, ListenerGuard] = {}
         self.port = config.listen_port
 
     def _register(self) -> None:
@@ -468,7 +476,9 @@ class Node:
             )
             host = cfg.controller_listen_host or "0.0.0.0"
             self._controller_server = await asyncio.start_server(
-                functools.partial(self._serve, self.controller_router),
+                functools.partial(
+                    self._serve, self.controller_router, self._guard(cfg.quorum.controller_listener)
+                ),
                 host,
                 cfg.controller_listen_port,
             )
@@ -608,7 +618,11 @@ class Node:
         self._sync_partitions()
         self._load_offsets_partitions()
         self._server = await asyncio.start_server(
-            functools.partial(self._serve, self.router), cfg.listen_host, cfg.listen_port
+            functools.partial(
+                self._serve, self.router, self._guard(broker_listener_name(cfg.server))
+            ),
+            cfg.listen_host,
+            cfg.listen_port,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         if cfg.settings.port == 0:
@@ -1131,50 +1145,95 @@ class Node:
 
     # --- Requests -------------------------------------------------------------------
 
+    def _guard(self, listener: str) -> ListenerGuard:
+        """The connection and request limits of ``listener`` (one set per listener)."""
+        guard = self._listener_guards.get(listener)
+        if guard is None:
+            limits = ListenerLimits.from_server(self.config.server, listener)
+            guard = self._listener_guards[listener] = ListenerGuard(limits, self._peer_hosts)
+            ensure_open_files(g.limits for g in self._listener_guards.values())
+        return guard
+
+    def _peer_hosts(self) -> set[str]:
+        """Where the cluster's own nodes connect from: the voters' and the registered
+        brokers' hosts (a node's outgoing connections leave from its listener address)."""
+        hosts = {self.config.listen_host, self.config.controller_listen_host or ""}
+        quorum = self.quorum
+        if quorum is not None:
+            hosts.update(host for host, _ in quorum.config.bootstrap_servers)
+            hosts.update(host for host, _ in (quorum.config.static_voters or {}).values())
+            for voter in quorum.raft.voters:
+                hosts.update(endpoint.host for endpoint in voter.endpoints)
+        for broker in self.state.image.brokers.values():
+            hosts.update(endpoint.host for endpoint in broker.endpoints)
+        hosts.discard("0.0.0.0")
+        hosts.discard("::")
+        return hosts
+
     async def _serve(
-        self, router: Router, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        router: Router,
+        guard: ListenerGuard,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
     ) -> None:
-        """Read requests, start each at once, send the answers in request order.
+        """Admit the connection, read requests, start each at once, send the answers in
+        request order.
 
         Handlers run in arrival order (so appends keep the order of the requests); what
         they wait for (a flush, data, a rebalance) overlaps, so several produce requests
-        in flight on one connection share one fsync. A bounded queue of answers in order
-        stops reading when a client has too many requests outstanding.
+        in flight on one connection share one fsync. A bounded queue of answers in order,
+        and the listener's request budget (:mod:`odradek.shell.connection_limits`), stop
+        reading when a client has too much outstanding.
         """
+        peername = writer.get_extra_info("peername")
+        address = str(peername[0]) if peername else "?"
+        slot = await guard.admit(address)
+        if slot is None:
+            # Over a connection limit: closed before anything is read.
+            writer.transport.abort()
+            return
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
-        peername = writer.get_extra_info("peername")
         peer = f"{peername[0]}:{peername[1]}" if peername else "?"
         answers: asyncio.Queue[asyncio.Future[list[Records] | None] | None] = asyncio.Queue(
             MAX_IN_FLIGHT_PER_CONNECTION
         )
+        budget = guard.budget.connection()
         sender = asyncio.create_task(self._send_in_order(writer, answers, peer))
         stopping = False
         try:
-            await self._read_requests(router, reader, writer, answers, peer)
+            await self._read_requests(router, guard, budget, reader, writer, answers, peer)
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
             stopping = True  # the node is stopping; the connection closes below
         finally:
-            if not stopping:
-                # Send what was already asked for (answers before a bad frame, say).
+            budget.closed()
+            try:
+                if not stopping:
+                    # Send what was already asked for (answers before a bad frame, say).
+                    with contextlib.suppress(Exception):
+                        async with asyncio.timeout(30):
+                            await answers.put(None)
+                            await sender
+                sender.cancel()
+                self._connections.discard(task)
+                if not stopping and router is self.controller_router and self.controller:
+                    self.controller.connection_closed(peer)
+                writer.close()
                 with contextlib.suppress(Exception):
-                    async with asyncio.timeout(30):
-                        await answers.put(None)
-                        await sender
-            sender.cancel()
-            self._connections.discard(task)
-            if not stopping and router is self.controller_router and self.controller:
-                self.controller.connection_closed(peer)
-            writer.close()
-            with contextlib.suppress(Exception):
-                await writer.wait_closed()
+                    await writer.wait_closed()
+            finally:
+                # Counted until the socket is closed: it holds a descriptor until then.
+                guard.release(slot)
 
     async def _read_requests(
         self,
         router: Router,
+        guard: ListenerGuard,
+        budget: ConnectionBudget,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         answers: asyncio.Queue[asyncio.Future[list[Records] | None] | None],
@@ -1187,24 +1246,60 @@ class Node:
             log.info("closing idle connection from %s", peer)
             writer.close()  # the read below sees the end of the stream
 
+        def close_partial() -> None:
+            log.warning(
+                "closing connection from %s: a request has been arriving for more than "
+                "odradek.connections.partial.request.timeout.ms (%d) without completing",
+                peer,
+                guard.limits.partial_request_timeout_ms,
+            )
+            writer.transport.abort()  # the read below sees the end of the stream
+
         idle = IdleWatch(loop, self.config.connections_max_idle_ms / 1000, close_idle)
+        partial = PartialFrameWatch(loop, guard.partial_request_timeout_s, close_partial)
         try:
-            await self._read_frames(router, reader, answers, peer, decoder, idle)
+            await self._read_frames(router, budget, reader, answers, peer, decoder, idle, partial)
         finally:
             idle.cancel()
+            partial.cancel()
 
     async def _read_frames(
         self,
         router: Router,
+        budget: ConnectionBudget,
         reader: asyncio.StreamReader,
         answers: asyncio.Queue[asyncio.Future[list[Records] | None] | None],
         peer: str,
         decoder: FrameDecoder,
         idle: IdleWatch,
+        partial: PartialFrameWatch,
     ) -> None:
         loop = asyncio.get_running_loop()
+
+        async def queue(answer: asyncio.Future[list[Records] | None], size: int) -> None:
+            # The request's bytes are counted until its answer is ready; the answer waits
+            # its turn in the queue (a full queue stops reading, as a spent budget does).
+            if answer.done():
+                budget.finished(size)
+            else:
+                answer.add_done_callback(lambda _: budget.finished(size))
+            if answers.full():
+                partial.pause()
+                await answers.put(answer)
+                partial.resume()
+                idle.touch()
+            else:
+                answers.put_nowait(answer)
+
         while True:
-            data = await reader.read(1 << 20)
+            if not budget.ready():
+                # The listener holds all it may of requests: read on once some are
+                # answered. Waiting on us is no fault of the client's.
+                partial.pause()
+                await budget.wait_until_ready()
+                partial.resume()
+                idle.touch()
+            data = await reader.read(budget.read_bytes())
             if not data:
                 return
             idle.touch()
@@ -1213,16 +1308,24 @@ class Node:
             except RemoteProtocolError as e:
                 log.warning("closing connection from client %s: %s", peer, e)
                 return
+            partial.received(bool(frames), decoder.pending_bytes() > 0)
             for payload in frames:
+                size = len(payload) + 4
+                budget.started(size)
                 self._stamp()  # the handler decides on the time it was read
-                routed = router.handle(payload, peer)
+                try:
+                    routed = router.handle(payload, peer)
+                except BaseException:
+                    budget.finished(size)  # the listener's budget outlives this connection
+                    raise
                 if isinstance(routed, Close):
+                    budget.finished(size)
                     log.warning("closing connection: %s", routed.reason)
                     return
                 if isinstance(routed, Respond):
                     done: asyncio.Future[list[Records] | None] = loop.create_future()
                     done.set_result(routed.chunks)
-                    await answers.put(done)
+                    await queue(done, size)
                     continue
                 if isinstance(routed.outcome, Reply):
                     # Answered at once (a fetch with data, acks=1, metadata): no task, and
@@ -1236,12 +1339,13 @@ class Node:
                         )
                     except Exception as e:  # the sender logs it and closes, as for a task
                         ready.set_exception(e)
-                    await answers.put(ready)
+                    await queue(ready, size)
                     continue
                 answer = asyncio.ensure_future(self._answer(routed, payload))
                 self._connections.add(answer)
                 answer.add_done_callback(self._connections.discard)
-                await answers.put(answer)
+                await queue(answer, size)
+            budget.arriving(decoder.pending_frame_bytes())
 
     async def _answer(self, dispatch: Dispatch, payload: bytearray) -> list[Records] | None:
         try:

@@ -99,6 +99,12 @@ class PeerConnection:
             await writer.drain()
             async with asyncio.timeout(timeout_s):
                 return await future
+        except TimeoutError:
+            # As Kafka's network client does, a request without an answer in time ends
+            # its connection (which may be stuck), and the others waiting on it fail too.
+            error = TimeoutError(f"no answer in {timeout_s:g} s")
+            self._broken(error)
+            raise PeerUnavailable(f"{self.host}:{self.port}: {error}") from None
         except (ConnectionError, OSError) as e:
             self._broken(e)
             raise PeerUnavailable(f"{self.host}:{self.port}: {e}", _refused(e)) from None

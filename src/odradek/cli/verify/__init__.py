@@ -22,6 +22,7 @@ from types import FrameType
 
 import click
 
+from odradek.cli.extras import needs_extra
 from odradek.cli.verify import netns
 from odradek.verify.nemesis import SCENARIOS
 
@@ -85,7 +86,10 @@ def verify(
     ended by itself where no fault stops it, 2 when the run could not be made. The
     clock-jump faults need libfaketime (Debian package faketime).
     """
-    from odradek.cli.verify.runner import RunOptions, run_inside
+    # The runner needs the verify extra (confluent-kafka, matplotlib); it is imported
+    # here, not at the top, so that every other command works without it.
+    with needs_extra("odradek verify"):
+        from odradek.cli.verify.runner import RunOptions, run_inside
 
     scenario_def = SCENARIOS[scenario]
     if nodes < 1:

@@ -10,7 +10,6 @@ otherwise as an anomaly."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import signal
@@ -25,6 +24,7 @@ from types import FrameType
 
 import click
 
+from odradek.cli.client import ClientSettings, ClusterClient, ConnectionFailed, parse_addresses
 from odradek.cli.cluster import HealthReport, gather_health
 from odradek.cli.verify.clocks import set_offset
 from odradek.cli.verify.disks import Disks
@@ -42,7 +42,6 @@ from odradek.cli.verify.workload import (
     final_read,
     leaders,
 )
-from odradek.shell.peer_client import PeerUnavailable
 from odradek.verify import nemesis as n
 from odradek.verify.checker import Verdict, final_read_of, judge
 from odradek.verify.history import FAIL, INFO, INVOKE, NEMESIS, OK, Op, dumps
@@ -456,13 +455,16 @@ class HealthWatch(threading.Thread):
 
 
 def _health(bootstrap_servers: str) -> HealthReport | None:
-    for server in bootstrap_servers.split(","):
-        host, _, port = server.rpartition(":")
-        try:
-            return asyncio.run(gather_health((host, int(port))))
-        except (PeerUnavailable, TimeoutError, OSError):
-            continue
-    return None
+    """``cluster health`` asked of any broker that answers; None when none does. A client
+    of its own each time: its connections belong to the event loop of one call, and
+    the watchers ask from threads of their own."""
+    client = ClusterClient(
+        ClientSettings(parse_addresses(bootstrap_servers, "bootstrap.servers"), "odradek-verify")
+    )
+    try:
+        return client.run(lambda: gather_health(client))
+    except ConnectionFailed:
+        return None
 
 
 def _write_report(
