@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: dev test lint typecheck unit bench generate clean kcat nft
+.PHONY: dev test lint typecheck unit bench generate clean kcat nft faketime
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +35,16 @@ nft:
 	     echo "warning: could not install nftables; odradek verify's tests will be skipped"; \
 	  else echo "note: nft missing and not root; odradek verify's tests will be skipped"; fi; }
 
+# libfaketime moves one node's wall clock in `odradek verify`'s clock-jump faults; install
+# it when we are allowed to (root) and it is missing.
+faketime:
+	@ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then \
+	    (apt-get install -y -qq faketime >/dev/null 2>&1 || \
+	     (apt-get update -qq >/dev/null && apt-get install -y -qq faketime >/dev/null)) || \
+	     echo "warning: could not install faketime; verify's clock-jump tests will be skipped"; \
+	  else echo "note: faketime missing and not root; verify's clock-jump tests will be skipped"; fi; }
+
 dev: $(STAMP)
 	$(BIN)/odradek dev $(ARGS)
 
@@ -48,7 +58,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test: $(STAMP) kcat nft lint typecheck unit
+test: $(STAMP) kcat nft faketime lint typecheck unit
 
 generate: $(STAMP)
 	$(BIN)/python tools/generate_messages.py --schemas ../shared/kafka-schemas --out src/odradek/protocol

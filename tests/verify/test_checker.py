@@ -144,6 +144,7 @@ def test_a_schedule_depends_on_the_seed_alone() -> None:
     assert kinds == {
         nemesis.KILL, nemesis.ISOLATE, nemesis.SPLIT, nemesis.ONE_WAY, nemesis.LOSS,
         nemesis.PAUSE, nemesis.ISOLATE_FROM_FOLLOWERS, nemesis.REMOVE_VOTER,
+        nemesis.DISK_FULL, nemesis.CLOCK_JUMP,
     }  # fmt: skip
 
 

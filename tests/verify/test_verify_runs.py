@@ -1,8 +1,11 @@
 """``odradek verify`` on real processes: the seed-000 scenario loses acknowledged writes
-with the unsafe settings and none with the defaults; a short mixed run finds nothing.
+with the unsafe settings and none with the defaults; a short mixed run finds nothing; a
+full disk stops its node, which rejoins once the disk is repaired; a jump of the active
+controller's wall clock fences no broker.
 
-These need root, ``ip`` and ``nft`` (a network namespace and packet-filter rules) and
-are skipped, with that reason, elsewhere. Longer runs of every scenario run with
+These need root, ``ip`` and ``nft`` (a network namespace and packet-filter rules), and
+libfaketime for the scenarios that jump clocks, and are skipped, with that reason,
+elsewhere. Longer runs of every scenario run with
 ``ODRADEK_VERIFY_LONG=1`` (see docs/verify.md for the results recorded there).
 """
 
@@ -10,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -25,6 +29,21 @@ pytestmark = pytest.mark.skipif(
     bool(missing_requirements()), reason="; ".join(missing_requirements()) or "ok"
 )
 LONG = os.environ.get("ODRADEK_VERIFY_LONG") == "1"
+
+
+def runs(scenario: str) -> pytest.MarkDecorator:
+    """Skips a test of ``scenario`` where it cannot run (libfaketime missing)."""
+    missing = missing_requirements(scenario)
+    return pytest.mark.skipif(bool(missing), reason="; ".join(missing) or "ok")
+
+
+def carried_out(tmp_path: Path, kind: str) -> list[dict[str, object]]:
+    """The faults of ``kind`` the nemesis started, from the run's history."""
+    lines = (tmp_path / "report" / "history.jsonl").read_text().splitlines()
+    ops = [json.loads(line) for line in lines]
+    return [
+        o for o in ops if o["process"] == "nemesis" and o["f"] == kind and o["type"] == "invoke"
+    ]
 
 
 def verify(tmp_path: Path, *args: str) -> tuple[int, dict[str, object]]:
@@ -68,19 +87,64 @@ def test_seed_000_with_the_defaults_loses_nothing(tmp_path: Path) -> None:
     }
 
 
+@runs("mixed")
 def test_a_short_mixed_run_finds_nothing(tmp_path: Path) -> None:
     status, result = verify(tmp_path, "--scenario", "mixed", "--time", "25", "--seed", "3")
     assert result["valid"] is True and result["conclusive"] is True, result
     assert status == 0
 
 
+@runs("disk-full")
+def test_a_full_disk_stops_its_node_which_rejoins_once_repaired(tmp_path: Path) -> None:
+    status, result = verify(tmp_path, "--scenario", "disk-full", "--time", "20", "--seed", "1")
+    assert result["valid"] is True and result["conclusive"] is True, result
+    assert status == 0
+    assert len(carried_out(tmp_path, "disk-full")) == 1
+    # Node 2 stopped itself when its disk filled, which is the fault's effect, not an
+    # anomaly; it was started again on the repaired disk and is back in every ISR.
+    assert result["expected_exits"] == 1 and result["unexpected_exits"] == 0, result
+    recoveries = result["recoveries"]
+    assert isinstance(recoveries, list)
+    assert [r["process"] for r in recoveries] == ["node-2", "cluster"], recoveries
+    assert all(r["after_s"] is not None for r in recoveries), recoveries
+    # The controller fenced it when it reported its failed dir.
+    metadata = result["cluster_metadata"]
+    assert isinstance(metadata, dict) and 2 in metadata["fenced"], metadata
+
+
+@runs("clock-jump")
+def test_a_clock_jump_of_the_active_controller_fences_no_broker(tmp_path: Path) -> None:
+    # Seed 5: an hour forward and back, then 20 s (five broker sessions) forward and back.
+    status, result = verify(tmp_path, "--scenario", "clock-jump", "--time", "20", "--seed", "5")
+    assert result["valid"] is True and result["conclusive"] is True, result
+    assert status == 0
+    jumps = carried_out(tmp_path, "clock-jump")
+    assert len(jumps) == 2
+    for jump in jumps:
+        # The node's own log stamps showed its wall clock moved by the jump.
+        text = str(jump["value"])
+        wanted = re.search(r"clock of \S+ ([+-]\d+) s", text)
+        seen = re.search(r"its clock then read ([+-]\d+) s", text)
+        assert wanted and seen, text
+        assert abs(int(seen.group(1)) - int(wanted.group(1))) <= 2, text
+    # Sessions time out on the monotonic clock, which did not move: with the wall clock
+    # they all ended at the jump, and the controller fenced every broker.
+    metadata = result["cluster_metadata"]
+    assert isinstance(metadata, dict) and metadata["brokers_fenced"] == 0, metadata
+
+
 @pytest.mark.skipif(not LONG, reason="long runs: set ODRADEK_VERIFY_LONG=1")
 @pytest.mark.parametrize(
     "scenario",
-    ["kill-leaders", "partition-random", "pause-random", "controller-loss", "membership", "mixed"],
-)
+    [
+        "kill-leaders", "partition-random", "pause-random", "controller-loss", "membership",
+        "disk-full", "clock-jump", "mixed",
+    ],
+)  # fmt: skip
 @pytest.mark.timeout(900)
 def test_every_scenario_with_the_defaults_finds_nothing(tmp_path: Path, scenario: str) -> None:
+    if missing_requirements(scenario):
+        pytest.skip("; ".join(missing_requirements(scenario)))
     status, result = verify(tmp_path, "--scenario", scenario, "--time", "90", "--seed", "1")
     assert result["valid"] is True and result["conclusive"] is True, result
     assert status == 0

@@ -5,7 +5,10 @@ final read), **duplicated** (in the final read twice), **inconsistent offsets**
 (acknowledged at one offset, read at another), **unexpected** (read, never sent),
 **non-monotonic** and **skipping** polls (a group consumer going back, or jumping over
 records, within one assignment), **aborted reads** (a consumer received a value that
-the final read does not hold). Reported beside them: **unseen** (acknowledged, never
+the final read does not hold), **unexpected exits** (a node process that ended by
+itself where no fault makes it stop: a crash, or a broken invariant). Reported beside
+them: **expected exits** (a node that stopped itself as its fault makes it, such as a
+full disk), **unseen** (acknowledged, never
 received by a group consumer) and availability (the share of produce attempts that
 failed or got no answer, the longest window with no acknowledged produce).
 
@@ -58,6 +61,10 @@ class Verdict:
     value twice on its own (librdkafka resends a request that got no answer when the
     leader moves), so a duplicate is then the client's at-least-once, not an anomaly of
     the cluster, and is reported apart."""
+    unexpected_exits: tuple[str, ...] = ()
+    """Node processes that ended by themselves outside a fault that stops them."""
+    expected_exits: tuple[str, ...] = ()
+    """Node processes that stopped themselves as their fault makes them (a full disk)."""
 
     @property
     def anomalies(self) -> dict[str, tuple[Any, ...]]:
@@ -70,6 +77,7 @@ class Verdict:
             "nonmonotonic": self.nonmonotonic,
             "skipped": self.skipped,
             "aborted_reads": self.aborted_reads,
+            "unexpected_exits": self.unexpected_exits,
         }
 
     @property
@@ -97,6 +105,7 @@ class Verdict:
             **counts,
             "lost_share": self.lost_share,
             "unseen": len(self.unseen),
+            "expected_exits": len(self.expected_exits),
             "final_read": self.final_read,
             "final_read_complete": self.final_read_complete,
             "idempotent_producers": self.idempotent,
@@ -109,6 +118,7 @@ class Verdict:
                     **self.anomalies,
                     "duplicated": self.duplicated,
                     "unseen": self.unseen,
+                    "expected_exits": self.expected_exits,
                 }.items()
                 if found
             },
@@ -134,8 +144,11 @@ def judge(ops: Iterable[Op], start_s: float, end_s: float) -> Verdict:
     attempts = failed = 0
     acknowledged_at: list[float] = []
     idempotent = True
+    exits: dict[str, list[str]] = {FAIL: [], INFO: []}
     for op in ops:
-        if op.f == "config" and isinstance(op.value, dict):
+        if op.f == "exit" and op.type in exits:
+            exits[op.type].append(f"{op.process} at {op.time:.1f} s: {op.value}")
+        elif op.f == "config" and isinstance(op.value, dict):
             idempotent = idempotent and bool(op.value.get("idempotent", True))
         elif op.f == "send":
             value = str(op.value)
@@ -189,4 +202,6 @@ def judge(ops: Iterable[Op], start_s: float, end_s: float) -> Verdict:
         final_read=sum(len(pairs) for pairs in read.values()),
         final_read_complete=final is not None,
         idempotent=idempotent,
+        unexpected_exits=tuple(exits[FAIL]),
+        expected_exits=tuple(exits[INFO]),
     )

@@ -2,8 +2,9 @@
 
 An operation is invoked, then completes as ``ok`` (it happened), ``fail`` (it did not)
 or ``info`` (unknown: no answer in time). Processes are the workload's clients
-(``writer-N``, ``consumer-N``, ``final``) and the ``nemesis``, whose faults are ``info``
-operations that start (``invoke``) and end (``ok``).
+(``writer-N``, ``consumer-N``, ``final``), the ``nemesis``, whose faults are ``info``
+operations that start (``invoke``) and end (``ok``), and the nodes (``node-N``), whose
+processes' ends are recorded as they happen.
 
 Functions (``f``):
 
@@ -12,6 +13,9 @@ Functions (``f``):
   offset, value]`` each, and the consumer's assignment ``generation``;
 * ``read``: the final read; ``ok`` carries every partition's ``[offset, value]`` pairs;
 * ``config``: a writer's settings that the judge needs (``{"idempotent": bool}``);
+* ``exit``: a node process ended by itself (the nemesis kills are not recorded here);
+  ``info`` when a fault makes it stop (a full disk), ``fail`` otherwise; ``value``
+  describes its exit status and the reason it logged;
 * anything else is a fault of the nemesis, described by ``value``.
 """
 

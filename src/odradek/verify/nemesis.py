@@ -28,11 +28,15 @@ LOSS = "loss"  # a share of the packets on a link (both ways) dropped
 KILL = "kill"  # SIGKILL, restarted at the end
 PAUSE = "pause"  # SIGSTOP, SIGCONT at the end
 REMOVE_VOTER = "remove-voter"  # a controller removed from the voters, added back at the end
+DISK_FULL = "disk-full"  # a broker's log dir fills up; grown again and restarted at the end
+CLOCK_JUMP = "clock-jump"  # a node's wall clock jumps forward, and back at the end
 
 WARMUP_S = 4.0
 """Writes before the first fault, so every partition has a leader and a history."""
 SETTLE_S = 6.0
 """No new fault in the last seconds of the fault phase: recovery is measured apart."""
+DISK_FULL_MIN_S = 8.0
+"""A full disk lasts at least this long: the node fills it, reports it and stops."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,8 @@ class Fault:
     peer: str = ""
     """For packet loss: the other end of the link."""
     percent: int = 0
+    jump_s: int = 0
+    """For a clock jump: how far the wall clock jumps forward (it jumps back at the end)."""
 
     def describe(self) -> str:
         what = {
@@ -58,6 +64,8 @@ class Fault:
             KILL: f"SIGKILL {self.target}, restart at the end",
             PAUSE: f"SIGSTOP {self.target}, SIGCONT at the end",
             REMOVE_VOTER: f"remove controller {self.target} from the voters, add it back",
+            DISK_FULL: f"fill the log dir of {self.target}, repair it and restart the node",
+            CLOCK_JUMP: f"jump the wall clock of {self.target} {self.jump_s:+d} s, then back",
         }[self.kind]
         return f"#{self.index} {what} ({self.start:.1f}s-{self.end:.1f}s)"
 
@@ -69,6 +77,11 @@ class Scenario:
     choices: tuple[str, ...]  # names of the fault makers below; empty for seed-000
     needs_separate_controllers: bool = False
     needs_controllers: int = 1
+
+    @property
+    def jumps_clocks(self) -> bool:
+        """Its nodes run with a wall clock the nemesis can move (libfaketime)."""
+        return "clock_jump" in self.choices
 
 
 SCENARIOS = {
@@ -101,6 +114,18 @@ SCENARIOS = {
             needs_controllers=3,
         ),
         Scenario(
+            "disk-full",
+            "a broker's log dir (with the metadata log) fills up: the node stops itself; "
+            "the disk is repaired and the node restarted",
+            ("disk_full",),
+        ),
+        Scenario(
+            "clock-jump",
+            "the active controller's wall clock jumps forward (by several broker sessions, "
+            "or an hour), then back",
+            ("clock_jump",),
+        ),
+        Scenario(
             "mixed",
             "every fault above, one at a time",
             (
@@ -114,6 +139,8 @@ SCENARIOS = {
                 "isolate_controller",
                 "kill_controller",
                 "remove_voter",
+                "disk_full",
+                "clock_jump",
             ),
             needs_controllers=3,
         ),
@@ -128,7 +155,7 @@ def schedule(
     rng = random.Random(f"{scenario}:{seed}")
     if scenario == "seed-000":
         return _seed_000(rng)
-    maker = _Maker(rng, topology, partitions)
+    maker = _Maker(rng, topology, partitions, duration_s)
     faults: list[Fault] = []
     t = WARMUP_S
     last_start = max(duration_s - SETTLE_S, WARMUP_S + 1)
@@ -139,6 +166,12 @@ def schedule(
         faults.append(fault)
         t = fault.end + rng.uniform(2.0, 5.0)
     return faults
+
+
+def disk_nodes(faults: list[Fault]) -> set[int]:
+    """The nodes whose log dir a fault of ``faults`` fills: they run on a disk of their
+    own from the start, since a disk cannot be put under a running node."""
+    return {int(f.target.removeprefix("node:")) for f in faults if f.kind == DISK_FULL}
 
 
 def fault_phase_s(scenario: str, duration_s: float) -> float:
@@ -168,10 +201,13 @@ def _seed_000(rng: random.Random) -> list[Fault]:
 class _Maker:
     """One method per fault a random scenario may choose."""
 
-    def __init__(self, rng: random.Random, topology: Topology, partitions: int) -> None:
+    def __init__(
+        self, rng: random.Random, topology: Topology, partitions: int, duration_s: float
+    ) -> None:
         self.rng = rng
         self.topology = topology
         self.partitions = partitions
+        self.duration_s = duration_s
 
     def _any_node(self) -> str:
         return f"node:{self.rng.choice(self.topology.nodes).node_id}"
@@ -214,6 +250,21 @@ class _Maker:
 
     def kill_controller(self, i: int, start: float, end: float) -> Fault:
         return Fault(i, KILL, start, end, "controller-leader")
+
+    def disk_full(self, i: int, start: float, end: float) -> Fault:
+        # A node by id, never by role: its disk must be in place before it starts.
+        # The window is long enough for the disk to fill and the node to stop itself,
+        # which it does once the controller has answered its report (ADR 0013).
+        broker = self.rng.choice(self.topology.brokers).node_id
+        end = min(max(end, start + DISK_FULL_MIN_S), self.duration_s - 1.0)
+        return Fault(i, DISK_FULL, start, end, f"node:{broker}")
+
+    def clock_jump(self, i: int, start: float, end: float) -> Fault:
+        # Several broker sessions forward: before its timers ran on a monotonic clock,
+        # the controller fenced every broker at once. An hour: past any timeout.
+        session_s = BROKER_SESSION_TIMEOUT_MS // 1000
+        jump_s = self.rng.choice((3 * session_s, 5 * session_s, 3600))
+        return Fault(i, CLOCK_JUMP, start, end, "controller-leader", jump_s=jump_s)
 
     def remove_voter(self, i: int, start: float, end: float) -> Fault:
         if len(self.topology.controllers) < 3:

@@ -3,12 +3,18 @@ series the timeline is drawn from. Pure: the runner writes and draws them."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
 
 from odradek.verify.checker import Verdict
-from odradek.verify.history import INVOKE, NEMESIS, OK, Op
+from odradek.verify.history import FAIL, INVOKE, NEMESIS, OK, Op
+from odradek.verify.metadata_log import MetadataSummary
 from odradek.verify.nemesis import Fault
+
+TOPIC = "verify"
+"""The workload's topic, whose ISR shrinks and leader changes the summary shows."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,17 +87,68 @@ class RecordedLoss:
         return text + (f", {self.unreported} without a report" if self.unreported else "")
 
 
+RECOVERY_FUNCTIONS = ("healthy", "rejoin")
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    """A recovery the runner watched for: a node back in every ISR after its disk was
+    repaired (``rejoin``), or the whole cluster healthy again after the heal
+    (``healthy``)."""
+
+    process: str
+    what: str
+    after_s: float | None
+    """Seconds it took; None when it did not happen within the wait."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"process": self.process, "what": self.what, "after_s": self.after_s}
+
+    def describe(self) -> str:
+        if self.after_s is None:
+            return f"{self.process}: NOT {self.what} within the wait"
+        return f"{self.process}: {self.what}: {self.after_s:.1f} s"
+
+
+def recoveries(ops: Iterable[Op]) -> tuple[Recovery, ...]:
+    """Every watched recovery of the history, in order (``ok``: it happened, with
+    ``value`` ``{"what": ..., "after_s": ...}``; ``fail``: not within the wait)."""
+    found = []
+    for op in ops:
+        if op.f in RECOVERY_FUNCTIONS and op.type in (OK, FAIL) and isinstance(op.value, dict):
+            after = op.value.get("after_s") if op.type == OK else None
+            found.append(Recovery(op.process, str(op.value.get("what")), after))
+    return tuple(found)
+
+
+@dataclass(frozen=True, slots=True)
+class Aftermath:
+    """What the run learnt from the cluster itself after the final read."""
+
+    recorded: RecordedLoss | None = None
+    duplicate_causes: Counter[str] = field(default_factory=Counter)
+    metadata: MetadataSummary | None = None
+    """The metadata log's account of fencings, ISR shrinks and leader changes."""
+    recoveries: tuple[Recovery, ...] = ()
+    """How the cluster recovered (:func:`recoveries`)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cluster_record": self.recorded.to_json() if self.recorded is not None else None,
+            "duplicate_causes": dict(self.duplicate_causes),
+            "recoveries": [r.to_json() for r in self.recoveries],
+            "cluster_metadata": self.metadata.to_json() if self.metadata is not None else None,
+        }
+
+
 def summary_table(
-    verdict: Verdict,
-    scenario: str,
-    seed: int,
-    unsafe: bool,
-    recorded: RecordedLoss | None = None,
-    duplicate_causes: Mapping[str, int] | None = None,
+    verdict: Verdict, scenario: str, seed: int, unsafe: bool, aftermath: Aftermath | None = None
 ) -> str:
     a = verdict.availability
+    after = aftermath or Aftermath()
+    recorded = after.recorded
     causes = "".join(
-        f"; {count}: {cause}" for cause, count in sorted((duplicate_causes or {}).items())
+        f"; {count}: {cause}" for cause, count in sorted(after.duplicate_causes.items())
     )
     rows = [
         ("scenario", f"{scenario} seed {seed}" + (" --unsafe" if unsafe else "")),
@@ -109,6 +166,8 @@ def summary_table(
         ("non-monotonic polls", str(len(verdict.nonmonotonic))),
         ("skipping polls", str(len(verdict.skipped))),
         ("aborted reads", str(len(verdict.aborted_reads))),
+        ("unexpected node exits", str(len(verdict.unexpected_exits))),
+        ("nodes stopped by their fault", str(len(verdict.expected_exits))),
         ("unseen (not an anomaly)", str(len(verdict.unseen))),
         (
             "final read",
@@ -118,6 +177,11 @@ def summary_table(
         ("produce failed / no answer", f"{a.failed} ({a.failed_share:.1%})"),
         ("longest window without ack", f"{a.longest_gap_s:.1f} s (from {a.gap_start_s:.1f} s)"),
         ("cluster's own record", recorded.describe() if recorded else "not read"),
+        *(("recovery", r.describe()) for r in after.recoveries),
+        (
+            "metadata log",
+            after.metadata.describe(TOPIC) if after.metadata is not None else "not read",
+        ),
         ("valid", "yes" if verdict.valid else "NO"),
     ]
     width = max(len(k) for k, _ in rows)
@@ -141,11 +205,15 @@ def anomalies_text(
         "nonmonotonic": "(consumer, partition, previous offset, offset) going back",
         "skipped": "(consumer, partition, previous offset, offset) jumping over records",
         "aborted_reads": "values a consumer received that the final read does not hold",
+        "unexpected_exits": "node processes that ended by themselves where no fault stops them",
     }
     for name, found in verdict.anomalies.items():
         lines.append(f"# {name}: {len(found)} ({explain[name]})")
         lines += [str(e) for e in found]
         lines.append("")
+    lines.append(f"# expected exits: {len(verdict.expected_exits)} (nodes stopped by their fault)")
+    lines += list(verdict.expected_exits)
+    lines.append("")
     lines.append(f"# unseen: {len(verdict.unseen)} (acknowledged, never polled by the group)")
     lines += [str(v) for v in verdict.unseen]
     return "\n".join(lines) + "\n"

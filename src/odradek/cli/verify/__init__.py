@@ -82,8 +82,9 @@ def verify(
     a consumer group polls and commits, a nemesis injects the scenario's faults on a
     schedule from the seed, then everything is healed and one reader reads every
     partition. Prints a summary; exit status 1 on any safety anomaly (lost, duplicated,
-    inconsistent offsets, non-monotonic or skipping polls, aborted reads), 2 when the
-    run could not be made.
+    inconsistent offsets, non-monotonic or skipping polls, aborted reads) or a node that
+    ended by itself where no fault stops it, 2 when the run could not be made. The
+    clock-jump faults need libfaketime (Debian package faketime).
     """
     # The runner needs the verify extra (confluent-kafka, matplotlib); it is imported
     # here, not at the top, so that every other command works without it.
@@ -133,7 +134,7 @@ def verify(
             traceback.print_exc()
             click.echo(f"verify: the run failed: {e}", err=True)
             sys.exit(2)
-    missing = netns.missing_requirements()
+    missing = netns.missing_requirements(scenario)
     if missing:
         raise click.ClickException(
             "odradek verify cannot run here; missing:\n  - " + "\n  - ".join(missing)

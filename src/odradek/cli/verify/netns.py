@@ -14,13 +14,16 @@ import signal
 import subprocess
 import time
 
+from odradek.cli.verify.clocks import FAKETIME_PACKAGE, libfaketime
+from odradek.verify.nemesis import SCENARIOS
 from odradek.verify.netrules import TABLE, ruleset
 
 NAMESPACE_PREFIX = "odradek-verify-"
 
 
-def missing_requirements() -> list[str]:
-    """What this machine lacks for a verify run, in words; empty when nothing."""
+def missing_requirements(scenario: str | None = None) -> list[str]:
+    """What this machine lacks for a verify run (of ``scenario``, when given), in words;
+    empty when nothing."""
     missing = []
     if os.geteuid() != 0:
         missing.append(
@@ -29,6 +32,10 @@ def missing_requirements() -> list[str]:
     for tool, package in (("ip", "iproute2"), ("nft", "nftables")):
         if shutil.which(tool) is None:
             missing.append(f"the `{tool}` command (Debian package {package})")
+    if scenario is not None and SCENARIOS[scenario].jumps_clocks and libfaketime() is None:
+        missing.append(
+            f"libfaketime, to move a node's wall clock (Debian package {FAKETIME_PACKAGE})"
+        )
     return missing
 
 

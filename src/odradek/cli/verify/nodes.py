@@ -2,7 +2,9 @@
 
 Each node is an ``odradek server --config`` process in its own process group (a Ctrl-C
 reaches only the runner, which then stops everything itself), its stderr in
-``node-N/node.log`` of the report folder.
+``node-N/node.log`` of the report folder. A node that ends without being killed here
+(it stopped itself, or crashed) is reported once to the set's ``on_exit``, with the
+reason it logged, before anything starts it again.
 """
 
 from __future__ import annotations
@@ -12,12 +14,16 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
 from odradek.broker.config import ServerConfig
+from odradek.cli.verify.clocks import node_environment
+from odradek.cli.verify.disks import Disks
 from odradek.core.kafka_uuid import to_kafka_str
 from odradek.shell.format import format_node
 from odradek.shell.real_fs import RealFileSystem
@@ -38,33 +44,73 @@ def odradek(*args: str, timeout_s: float = 30.0) -> subprocess.CompletedProcess[
     )
 
 
+ExitHandler = Callable[["NodeProcess", int, str], None]
+"""Called with the node, its exit status and the reason it logged (or "")."""
+
+
 class NodeProcess:
-    def __init__(self, node: Node, directory: Path) -> None:
+    def __init__(self, node: Node, directory: Path, on_exit: ExitHandler | None = None) -> None:
         self.node = node
         self.dir = directory
         self.config = directory / "server.properties"
+        self.clock_file: Path | None = None
+        """Set when the node runs with a wall clock the nemesis moves (``clocks``)."""
         self.process: subprocess.Popen[bytes] | None = None
         self.paused = False
+        self.on_exit = on_exit
         self._out: IO[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._killed = False
+        self._exit_noted = False
+        self._exit_lock = threading.Lock()
 
     @property
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
     def start(self) -> None:
+        # The previous process's end is reported before this one replaces it.
+        self.check_exit()
         self.stop_files()
         self._out = open(self.dir / "stdout.txt", "wb")  # noqa: SIM115 - closed in stop_files
         self._log = open(self.dir / "node.log", "ab")  # noqa: SIM115
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "odradek", "server", "--config", str(self.config)],
-            stdin=subprocess.DEVNULL,
-            stdout=self._out,
-            stderr=self._log,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            process_group=0,
-        )
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        if self.clock_file is not None:
+            env = node_environment(env, self.clock_file)
+        with self._exit_lock:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "odradek", "server", "--config", str(self.config)],
+                stdin=subprocess.DEVNULL,
+                stdout=self._out,
+                stderr=self._log,
+                env=env,
+                process_group=0,
+            )
+            self._killed = self._exit_noted = False
         self.paused = False
+
+    def check_exit(self) -> None:
+        """Report the process's end to ``on_exit`` once, unless this set killed it."""
+        with self._exit_lock:
+            if self.process is None or self._killed or self._exit_noted:
+                return
+            status = self.process.poll()
+            if status is None:
+                return
+            self._exit_noted = True
+        if self.on_exit is not None:
+            self.on_exit(self, status, self.stop_reason())
+
+    def stop_reason(self) -> str:
+        """The reason the node logged when it stopped itself (``node N stopped: ...``),
+        or "" when it logged none (it crashed)."""
+        marker = f"node {self.node.node_id} stopped: "
+        try:
+            text = (self.dir / "node.log").read_text(errors="replace")[-20000:]
+        except OSError:
+            return ""
+        lines = [line for line in text.splitlines() if marker in line]
+        return lines[-1].split(marker, 1)[1].strip() if lines else ""
 
     def serving(self) -> bool:
         """A broker prints ``bootstrap.servers=`` once it serves; a controller nothing."""
@@ -80,7 +126,11 @@ class NodeProcess:
             self.process.send_signal(signum)
 
     def kill(self) -> None:
-        self.signal(signal.SIGKILL)
+        with self._exit_lock:
+            if self.process is not None and self.process.poll() is None:
+                self._killed = True
+                self.process.send_signal(signal.SIGKILL)
+        self.check_exit()  # it had ended by itself before
         if self.process is not None:
             self.process.wait(30)
         self.paused = False
@@ -103,15 +153,33 @@ class NodeProcess:
 class NodeSet:
     """Every node of the run, formatted in ``root`` (one folder per node)."""
 
-    def __init__(self, topology: Topology, root: Path, unsafe: bool) -> None:
+    def __init__(
+        self,
+        topology: Topology,
+        root: Path,
+        unsafe: bool,
+        *,
+        disks: Disks | None = None,
+        disk_nodes: frozenset[int] = frozenset(),
+        moving_clocks: bool = False,
+        on_exit: ExitHandler | None = None,
+    ) -> None:
+        """``disk_nodes`` get their data dir on a disk of ``disks`` (mounted here, before
+        they are formatted); with ``moving_clocks`` every node's wall clock can jump."""
         self.topology = topology
-        self.procs = {n.node_id: NodeProcess(n, root / n.name) for n in topology.nodes}
+        self.procs = {n.node_id: NodeProcess(n, root / n.name, on_exit) for n in topology.nodes}
         self.directory_ids = {n.node_id: to_kafka_str(uuid.uuid4()) for n in topology.controllers}
         cluster_id = to_kafka_str(uuid.uuid4())
         fs = RealFileSystem()
         initial = topology.initial_controllers(self.directory_ids)
         for proc in self.procs.values():
             proc.dir.mkdir(parents=True, exist_ok=True)
+            if moving_clocks:
+                proc.clock_file = proc.dir / "faketime.rc"
+            if proc.node.node_id in disk_nodes:
+                if disks is None:
+                    raise ValueError("disk_nodes without disks")
+                disks.mount(proc.node.node_id, proc.dir / "data")
             text = topology.server_properties(proc.node, str(proc.dir / "data"), unsafe)
             proc.config.write_text(text)
             config = ServerConfig.load(text)
@@ -137,6 +205,10 @@ class NodeSet:
                 return
             time.sleep(0.2)
         raise RuntimeError(f"nodes {node_ids} did not serve within {timeout_s:.0f} s")
+
+    def check_exits(self) -> None:
+        for proc in self.procs.values():
+            proc.check_exit()
 
     def kill_all(self) -> None:
         for proc in self.procs.values():
