@@ -1,10 +1,11 @@
 """CreateTopics, CreatePartitions and Metadata against hostile input: names no topic can
-have, and requests for more partitions than one request may create.
+have, requests for more partitions than one request may create, and configs not applied.
 
 What a user relies on: a name Kafka refuses is refused here too, and Metadata says so
 (INVALID_TOPIC_EXCEPTION), so that a producer fails its messages at once; a request for
 more than 10,000 partitions is refused whole (POLICY_VIOLATION, every topic), before any
-placement, so that it cannot stall the node; below the bound everything works as before.
+placement, so that it cannot stall the node; below the bound everything works as before;
+``cleanup.policy=compact``, which this build would echo and not apply, is refused.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from odradek.protocol.messages.create_partitions_request import CreatePartitions
 from odradek.protocol.messages.create_topics_request import (
     CreatableReplicaAssignment,
     CreatableTopic,
+    CreatableTopicConfig,
 )
 from odradek.protocol.messages.metadata_request import MetadataRequestTopic
 from tests.broker.harness import Harness, header, new_harness, roundtrip
@@ -103,6 +105,23 @@ def test_metadata_answers_invalid_topic_for_a_name_no_topic_can_have(
         ErrorCode.NONE if auto_create else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     )
     assert name not in h.image.topics_by_name
+
+
+# --- cleanup.policy=compact -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("policy", ["compact", "compact,delete"])
+def test_create_topics_refuses_compaction_which_this_build_would_not_apply(policy: str) -> None:
+    h = new_harness()
+    compacted = topic("connect-offsets")
+    compacted.configs = [CreatableTopicConfig(name="cleanup.policy", value=policy)]
+    deleting = topic("events")
+    deleting.configs = [CreatableTopicConfig(name="cleanup.policy", value="delete")]
+    [(_, error, message), events] = create(h, compacted, deleting)
+    assert error == ErrorCode.INVALID_CONFIG
+    assert message is not None and "does not compact logs" in message
+    assert "connect-offsets" not in h.image.topics_by_name
+    assert events == ("events", ErrorCode.NONE, None)
 
 
 # --- the bound on partitions per request ------------------------------------------------
