@@ -377,21 +377,94 @@ def topic_configs(h: Harness, topic: str) -> dict[str, str]:
 
 
 def test_alter_configs_commits_then_answers(h: Harness) -> None:
-    outcome = alter(h, [(TOPIC_RESOURCE, "orders", [("cleanup.policy", "compact")])])
+    outcome = alter(h, [(TOPIC_RESOURCE, "orders", [("segment.ms", "60000")])])
     # The answer waits for the commit: nothing has changed yet.
     assert isinstance(outcome, CommitRecords)
     assert topic_configs(h, "orders") == {"retention.ms": "1000"}
     assert [(r.name, r.value) for r in outcome.records] == [
-        ("cleanup.policy", "compact"),
         ("retention.ms", None),
+        ("segment.ms", "60000"),
     ]
     response = h.carry(outcome)
     assert codes(response) == [(TOPIC_RESOURCE, "orders", ErrorCode.NONE)]
     assert response.responses[0].error_message is None
-    assert topic_configs(h, "orders") == {"cleanup.policy": "compact"}
+    assert topic_configs(h, "orders") == {"segment.ms": "60000"}
     described = entries(only(describe(h, [(TOPIC_RESOURCE, "orders", None)])))
-    assert described["cleanup.policy"].value == "compact"
+    assert described["segment.ms"].value == "60000"
     assert described["retention.ms"].config_source == ConfigSource.STATIC_BROKER_CONFIG
+
+
+COMPACT_POLICIES = ["compact", "delete,compact", "compact, delete"]
+
+
+@pytest.mark.parametrize("policy", COMPACT_POLICIES)
+@pytest.mark.parametrize("validate_only", [False, True])
+def test_alter_configs_refuses_compaction(h: Harness, policy: str, validate_only: bool) -> None:
+    # Without log compaction the value would be echoed and not applied: a "compacted"
+    # topic would lose the latest record of a key to retention.
+    outcome = alter(
+        h, [(TOPIC_RESOURCE, "orders", [("cleanup.policy", policy)])], validate_only=validate_only
+    )
+    assert isinstance(outcome, Reply)
+    assert codes(outcome.response) == [(TOPIC_RESOURCE, "orders", ErrorCode.INVALID_CONFIG)]
+    message = outcome.response.responses[0].error_message or ""
+    assert "cleanup.policy" in message and "does not compact logs" in message
+    assert topic_configs(h, "orders") == {"retention.ms": "1000"}
+    described = entries(only(describe(h, [(TOPIC_RESOURCE, "orders", ["cleanup.policy"])])))
+    assert described["cleanup.policy"].value == "delete"
+
+
+@pytest.mark.parametrize("policy", COMPACT_POLICIES)
+def test_incremental_alter_configs_refuses_compaction(h: Harness, policy: str) -> None:
+    for operation in (SET, APPEND):
+        outcome = incremental_alter(
+            h, [(TOPIC_RESOURCE, "orders", [("cleanup.policy", operation, policy)])]
+        )
+        assert isinstance(outcome, Reply)
+        assert codes(outcome.response) == [(TOPIC_RESOURCE, "orders", ErrorCode.INVALID_CONFIG)]
+        assert "does not compact logs" in (outcome.response.responses[0].error_message or "")
+    for name in ("", "1"):
+        outcome = incremental_alter(
+            h, [(BROKER_RESOURCE, name, [("log.cleanup.policy", SET, policy)])]
+        )
+        assert isinstance(outcome, Reply)
+        assert codes(outcome.response) == [(BROKER_RESOURCE, name, ErrorCode.INVALID_CONFIG)]
+        assert "log.cleanup.policy" in (outcome.response.responses[0].error_message or "")
+    assert topic_configs(h, "orders") == {"retention.ms": "1000"}
+    assert broker_configs(h, "") == {} and broker_configs(h, "1") == {}
+
+
+def test_a_stored_compact_policy_stays_readable_and_can_be_left(h: Harness) -> None:
+    # Written by an older build (or, for __consumer_offsets, by the broker itself).
+    h.set_config(TOPIC_RESOURCE, "orders", "cleanup.policy", "compact,delete")
+    described = entries(only(describe(h, [(TOPIC_RESOURCE, "orders", ["cleanup.policy"])])))
+    assert described["cleanup.policy"].value == "compact,delete"
+    # Other keys of the topic can still be changed; the stored value is no new request.
+    response = h.carry(
+        incremental_alter(h, [(TOPIC_RESOURCE, "orders", [("segment.ms", SET, "60000")])])
+    )
+    assert codes(response) == [(TOPIC_RESOURCE, "orders", ErrorCode.NONE)]
+    response = h.carry(
+        alter(
+            h,
+            [
+                (
+                    TOPIC_RESOURCE,
+                    "orders",
+                    [("cleanup.policy", "compact,delete"), ("retention.ms", "1000")],
+                )
+            ],
+        )
+    )
+    assert codes(response) == [(TOPIC_RESOURCE, "orders", ErrorCode.NONE)]
+    # And compaction can be given up.
+    response = h.carry(
+        incremental_alter(
+            h, [(TOPIC_RESOURCE, "orders", [("cleanup.policy", SUBTRACT, "compact")])]
+        )
+    )
+    assert codes(response) == [(TOPIC_RESOURCE, "orders", ErrorCode.NONE)]
+    assert topic_configs(h, "orders") == {"cleanup.policy": "delete", "retention.ms": "1000"}
 
 
 def test_alter_configs_validate_only_checks_and_changes_nothing(h: Harness) -> None:
@@ -514,7 +587,7 @@ def test_incremental_operations_end_to_end(h: Harness) -> None:
                     TOPIC_RESOURCE,
                     "orders",
                     [
-                        ("cleanup.policy", APPEND, "compact"),
+                        ("leader.replication.throttled.replicas", APPEND, "0:1,1:1"),
                         ("retention.ms", DELETE, None),
                         ("segment.bytes", SET, str(1 << 21)),
                     ],
@@ -523,17 +596,15 @@ def test_incremental_operations_end_to_end(h: Harness) -> None:
         )
     )
     assert codes(response) == [(TOPIC_RESOURCE, "orders", ErrorCode.NONE)]
-    # APPEND started from the topic default, "delete".
     assert topic_configs(h, "orders") == {
-        "cleanup.policy": "delete,compact",
+        "leader.replication.throttled.replicas": "0:1,1:1",
         "segment.bytes": str(1 << 21),
     }
-    h.carry(
-        incremental_alter(h, [(TOPIC_RESOURCE, "orders", [("cleanup.policy", SUBTRACT, "delete")])])
-    )
-    assert topic_configs(h, "orders")["cleanup.policy"] == "compact"
-    described = entries(only(describe(h, [(TOPIC_RESOURCE, "orders", ["cleanup.policy"])])))
-    assert described["cleanup.policy"].value == "compact"
+    key = "leader.replication.throttled.replicas"
+    h.carry(incremental_alter(h, [(TOPIC_RESOURCE, "orders", [(key, SUBTRACT, "0:1")])]))
+    assert topic_configs(h, "orders")[key] == "1:1"
+    described = entries(only(describe(h, [(TOPIC_RESOURCE, "orders", [key])])))
+    assert described[key].value == "1:1"
 
 
 def test_incremental_refusals_name_the_key(h: Harness) -> None:
@@ -698,7 +769,7 @@ def test_incremental_broker_set_delete_and_append(h: Harness) -> None:
                     "",
                     [
                         ("message.max.bytes", DELETE, None),
-                        ("log.cleanup.policy", APPEND, "compact"),
+                        ("log.cleanup.policy", APPEND, "delete"),
                         ("min.insync.replicas", SET, "2"),
                     ],
                 ),
@@ -710,14 +781,14 @@ def test_incremental_broker_set_delete_and_append(h: Harness) -> None:
         (BROKER_RESOURCE, "", ErrorCode.NONE),
         (BROKER_RESOURCE, "1", ErrorCode.NONE),
     ]
-    # APPEND started from the server default, "delete".
+    # APPEND started from the server default, "delete", which already held the item.
     assert broker_configs(h, "") == {
-        "log.cleanup.policy": "delete,compact",
+        "log.cleanup.policy": "delete",
         "min.insync.replicas": "2",
     }
     assert broker_configs(h, "1") == {"unclean.leader.election.enable": "true"}
     plain = entries(only(describe(h, [(TOPIC_RESOURCE, "plain", None)])))
-    assert plain["cleanup.policy"].value == "delete,compact"
+    assert plain["cleanup.policy"].value == "delete"
     assert plain["max.message.bytes"].config_source == ConfigSource.DEFAULT_CONFIG
     assert plain["unclean.leader.election.enable"].value == "true"
 

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from odradek.broker.config import SERVER_CONFIG_DEF, ServerConfig
+from odradek.broker.groups import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
 from odradek.broker.topic_config import (
     DYNAMIC_BROKER_TOPIC_KEYS,
     TOPIC_CONFIG_DEF,
@@ -18,8 +19,10 @@ from odradek.broker.topic_config import (
     effective_log_config,
     effective_topic_config,
     effective_topic_value,
+    refuse_unapplied_configs,
     to_log_config,
     topic_log_config,
+    unapplied_config_problem,
     validate_dynamic_broker_configs,
     validate_topic_overrides,
 )
@@ -327,6 +330,52 @@ def test_log_config_takes_overrides_and_broker_values() -> None:
         flush_ms=100,
         quarantine_max_bytes=0,
     )
+
+
+@pytest.mark.parametrize("policy", ["compact", "compact,delete", "delete"])
+def test_retention_deletes_only_where_the_policy_has_delete(policy: str) -> None:
+    # As in Kafka, time and size retention apply to a log whose policy has "delete"; a
+    # compacted-only log (compaction being absent here) keeps every record.
+    cfg = server(log_retention_bytes="1000", log_retention_ms="60000")
+    log_config = topic_log_config(cfg, {"cleanup.policy": policy})
+    deletes = "delete" in policy
+    assert log_config.retention_ms == (60_000 if deletes else -1)
+    assert log_config.retention_bytes == (1000 if deletes else -1)
+
+
+def test_the_offsets_topic_keeps_every_record_whatever_the_broker_retention() -> None:
+    # __consumer_offsets holds the only copy of the groups' committed offsets; a broker-wide
+    # log.retention.bytes must not trim it.
+    cfg = server(log_retention_bytes="1000", log_retention_ms="60000")
+    configs = {(CONFIG_RESOURCE_TOPIC, OFFSETS_TOPIC): dict(OFFSETS_TOPIC_CONFIGS)}
+    log_config = effective_log_config(cfg, configs, OFFSETS_TOPIC, 1)
+    assert (log_config.retention_ms, log_config.retention_bytes) == (-1, -1)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "refused"),
+    [
+        ("cleanup.policy", "compact", True),
+        ("cleanup.policy", "delete,compact", True),
+        ("cleanup.policy", " Compact ", True),
+        ("log.cleanup.policy", "compact", True),
+        ("cleanup.policy", "delete", False),
+        ("log.cleanup.policy", "delete", False),
+        ("retention.ms", "compact", False),
+        ("cleanup.policy", None, False),
+    ],
+)
+def test_compaction_is_refused_where_it_would_not_be_applied(
+    name: str, value: str | None, refused: bool
+) -> None:
+    problem = unapplied_config_problem(name, value)
+    assert (problem is not None) == refused
+    if refused:
+        assert problem is not None and name in problem and "does not compact logs" in problem
+        with pytest.raises(ConfigError, match="does not compact logs"):
+            refuse_unapplied_configs({"segment.ms": "1000", name: value})
+    else:
+        refuse_unapplied_configs({name: value})
 
 
 def test_log_config_from_partial_or_hand_made_entries() -> None:

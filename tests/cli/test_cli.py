@@ -152,6 +152,8 @@ def test_server_from_properties_serves_clients(tmp_path: Path) -> None:
             "not supported yet",
         ),
         ("process.roles=broker\n", "process.roles"),
+        # No log compaction yet: every topic's default policy would be echoed, not applied.
+        ("log.cleanup.policy=compact\n", "log.cleanup.policy=compact is not supported"),
     ],
 )
 def test_server_refuses_what_it_cannot_serve_safely(

@@ -299,6 +299,36 @@ def test_the_whole_resulting_set_is_validated() -> None:
     assert changes(fixed.records) == [("flag", "y"), ("retention.ms", "5")]
 
 
+def _refuse_compact(configs: dict[str, str]) -> None:
+    if configs.get("cleanup.policy") == "compact":
+        raise ConfigError("cleanup.policy=compact is not taken")
+
+
+def test_validate_changes_sees_only_the_values_a_request_changes() -> None:
+    # A value this build no longer takes, already stored, neither blocks other changes nor
+    # may be set anew; the legacy API naming it unchanged is no change.
+    picky = ConfigSchema(
+        validate=_validate,
+        list_defaults={"cleanup.policy": "delete"},
+        validate_changes=_refuse_compact,
+    )
+    stored = image_with({"cleanup.policy": "compact"})
+    other = incremental_alter_topic_configs(stored, TOPIC, [("flag", OpType.SET, "y")], picky)
+    assert (other.error_code, changes(other.records)) == (ErrorCode.NONE, [("flag", "y")])
+    same = alter_topic_configs(stored, TOPIC, [("cleanup.policy", "compact")], picky)
+    assert (same.error_code, same.records) == (ErrorCode.NONE, [])
+    fresh = image_with({})
+    for outcome in (
+        incremental_alter_topic_configs(
+            fresh, TOPIC, [("cleanup.policy", OpType.SET, "compact")], picky
+        ),
+        alter_topic_configs(fresh, TOPIC, [("cleanup.policy", "compact")], picky),
+    ):
+        assert outcome.error_code == ErrorCode.INVALID_CONFIG
+        assert outcome.error_message == "cleanup.policy=compact is not taken"
+        assert outcome.records == []
+
+
 # --- broker resources -------------------------------------------------------------------------
 
 

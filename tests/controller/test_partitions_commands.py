@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from odradek.controller.image import MetadataImage
-from odradek.controller.partitions import MAX_NEW_PARTITIONS, create_partitions
+from odradek.controller.partitions import create_partitions
 from odradek.controller.placement import assign_replicas
+from odradek.controller.topics import EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_BATCH
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.metadata import PartitionRecord, RegisterBrokerRecord, TopicRecord
 
@@ -111,11 +112,12 @@ def test_an_unknown_topic_is_refused() -> None:
 
 
 def test_too_many_new_partitions_in_one_request_are_refused() -> None:
-    outcome = create_partitions(image_with({0: [1]}, [1]), TOPIC, MAX_NEW_PARTITIONS + 2, None, [1])
-    assert outcome.error_code == ErrorCode.INVALID_PARTITIONS
-    assert str(MAX_NEW_PARTITIONS) in (outcome.error_message or "")
-    ok = create_partitions(image_with({0: [1]}, [1]), TOPIC, MAX_NEW_PARTITIONS + 1, None, [1])
-    assert ok.error_code == ErrorCode.NONE and len(ok.records) == MAX_NEW_PARTITIONS
+    image = image_with({0: [1]}, [1])
+    outcome = create_partitions(image, TOPIC, MAX_PARTITIONS_PER_BATCH + 2, None, [1])
+    assert outcome.error_code == ErrorCode.POLICY_VIOLATION
+    assert outcome.error_message == EXCESSIVE_PARTITIONS
+    ok = create_partitions(image, TOPIC, MAX_PARTITIONS_PER_BATCH + 1, None, [1])
+    assert ok.error_code == ErrorCode.NONE and len(ok.records) == MAX_PARTITIONS_PER_BATCH
 
 
 def test_a_replication_factor_above_the_live_brokers_is_refused() -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from odradek.shell.real_fs import RealFileSystem
-from odradek.storage.fs import FileSystem, join, write_file_atomically
+from odradek.storage.fs import MAX_NAME_BYTES, FileSystem, join, write_file_atomically
 from odradek.testing.sim_disk import SimDisk
 
 
@@ -150,6 +150,24 @@ def test_open_create_needs_the_parent_directory(env: Env) -> None:
     with pytest.raises(OSError) as info:
         env.fs.open(env.path("no-such-dir", "log"), create=True)
     assert errno_of(info) == errno.ENOENT
+
+
+def test_a_name_longer_than_255_bytes_is_enametoolong(env: Env) -> None:
+    longest = "n" * MAX_NAME_BYTES
+    env.fs.open(env.path(longest), create=True).close()
+    env.fs.makedirs(env.path("d" * MAX_NAME_BYTES))
+    assert env.fs.exists(env.path(longest))
+    too_long = longest + "n"
+    with pytest.raises(OSError) as info:
+        env.fs.open(env.path(too_long), create=True)
+    assert errno_of(info) == errno.ENAMETOOLONG
+    with pytest.raises(OSError) as info:
+        env.fs.makedirs(env.path(too_long))
+    assert errno_of(info) == errno.ENAMETOOLONG
+    with pytest.raises(OSError) as info:
+        env.fs.rename(env.path(longest), env.path(too_long))
+    assert errno_of(info) == errno.ENAMETOOLONG
+    assert env.fs.exists(env.path(longest)) and not env.fs.exists(env.path(too_long))
 
 
 def test_open_a_directory_is_eisdir(env: Env) -> None:

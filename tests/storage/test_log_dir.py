@@ -519,37 +519,121 @@ def test_open_finishes_an_interrupted_deletion() -> None:
     ]
 
 
+# The longest legal topic name: its folder "<name>-0" fits in a file name, but the
+# folder it is renamed to while deleted would not without shortening.
+LONGEST_TOPIC = "t" * 249
+
+
+@pytest.mark.parametrize("topic", ["orders", LONGEST_TOPIC])
 @pytest.mark.parametrize("seed", range(3))
-def test_power_loss_at_every_step_of_delete_log(seed: int) -> None:
+def test_power_loss_at_every_step_of_delete_log(seed: int, topic: str) -> None:
     def setup(disk_seed: int) -> tuple[SimDisk, LogDir]:
         disk = formatted_disk(disk_seed)
         log_dir = open_dir(disk)
-        fill(log_dir.create_log("orders", 0, CONFIG, 0), batches=3)
-        fill(log_dir.create_log("orders", 1, CONFIG, 0), batches=2)
+        fill(log_dir.create_log(topic, 0, CONFIG, 0), batches=3)
+        fill(log_dir.create_log(topic, 1, CONFIG, 0), batches=2)
         log_dir.checkpoint()
         return disk, log_dir
 
     probe, probe_dir = setup(0)
     before = probe.operations
-    probe_dir.delete_log("orders", 0)
+    probe_dir.delete_log(topic, 0)
     steps = probe.operations - before
     assert steps >= 3
     for step in range(steps + 1):
         disk, log_dir = setup(seed * 100 + step)
         disk.schedule_power_loss(step)
         try:
-            log_dir.delete_log("orders", 0)
+            log_dir.delete_log(topic, 0)
             disk.crash()  # the power loss comes after the last step
         except PowerLoss:
             pass
         reopened = open_dir(disk)
         assert not any(name.endswith("-delete") for name in disk.listdir(ROOT)), step
-        assert reopened.logs[("orders", 1)].log_end_offset == 2
-        if ("orders", 0) in reopened.logs:
+        assert reopened.logs[(topic, 1)].log_end_offset == 2
+        if (topic, 0) in reopened.logs:
             # The deletion never became durable: the partition is back, whole.
-            assert reopened.logs[("orders", 0)].log_end_offset == 3
-            assert reopened.logs[("orders", 0)].offline is None
+            assert reopened.logs[(topic, 0)].log_end_offset == 3
+            assert reopened.logs[(topic, 0)].offline is None
         reopened.close()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_power_loss_at_every_step_of_deleting_several_logs(seed: int) -> None:
+    doomed = [("orders", 0), (LONGEST_TOPIC, 0), (LONGEST_TOPIC, 1)]
+
+    def setup(disk_seed: int) -> tuple[SimDisk, LogDir]:
+        disk = formatted_disk(disk_seed)
+        log_dir = open_dir(disk)
+        for i, (topic, partition) in enumerate(doomed):
+            fill(log_dir.create_log(topic, partition, CONFIG, 0), batches=i + 1)
+        fill(log_dir.create_log("orders", 1, CONFIG, 0), batches=2)
+        log_dir.checkpoint()
+        return disk, log_dir
+
+    probe, probe_dir = setup(0)
+    before = probe.operations
+    probe_dir.delete_logs(doomed)
+    assert sorted(probe_dir.logs) == [("orders", 1)]
+    # One directory fsync and one checkpoint for the three.
+    steps = probe.operations - before
+    for step in range(steps + 1):
+        disk, log_dir = setup(seed * 100 + step)
+        disk.schedule_power_loss(step)
+        try:
+            log_dir.delete_logs(doomed)
+            disk.crash()
+        except PowerLoss:
+            pass
+        reopened = open_dir(disk)
+        assert not any(name.endswith("-delete") for name in disk.listdir(ROOT)), step
+        assert reopened.logs[("orders", 1)].log_end_offset == 2
+        for i, key in enumerate(doomed):
+            if key in reopened.logs:
+                # That deletion never became durable: the partition is back, whole.
+                assert reopened.logs[key].log_end_offset == i + 1, (step, key)
+        reopened.close()
+
+
+def test_deleting_several_logs_shares_one_checkpoint() -> None:
+    disk = formatted_disk()
+    log_dir = open_dir(disk)
+    for partition in range(10):
+        log_dir.create_log("orders", partition, CONFIG, 0)
+    log_dir.checkpoint()
+    fsyncs = disk.dir_fsyncs
+    log_dir.delete_logs([("orders", p) for p in range(9)])
+    # The renames' directory fsync, and one for each of the two checkpoint files.
+    assert disk.dir_fsyncs - fsyncs == 3
+    assert read_offset_checkpoint(disk, checkpoint_path(RECOVERY_POINT_CHECKPOINT)) == {
+        ("orders", 9): 0
+    }
+    assert [n for n in disk.listdir(ROOT) if not n.endswith("checkpoint")] == [
+        META_PROPERTIES,
+        "orders-9",
+    ]
+
+
+@pytest.mark.parametrize("partition", [0, 99_999])
+def test_a_topic_with_the_longest_legal_name_is_created_and_deleted(
+    tmp_path: Path, partition: int
+) -> None:
+    # On the real filesystem, whose file names are limited to 255 bytes.
+    fs = RealFileSystem()
+    root = str(tmp_path / "kafka-logs")
+    assert format_log_dir(fs, root, META)
+    log_dir = open_dir(fs, root)
+    fill(log_dir.create_log(LONGEST_TOPIC, partition, CONFIG, 0), batches=2)
+    log_dir.delete_log(LONGEST_TOPIC, partition)
+    assert (LONGEST_TOPIC, partition) not in log_dir.logs
+    assert sorted(p.name for p in (tmp_path / "kafka-logs").iterdir()) == [
+        LOG_START_CHECKPOINT,
+        META_PROPERTIES,
+        RECOVERY_POINT_CHECKPOINT,
+    ]
+    # The name is free again: the topic can be created anew, empty.
+    assert log_dir.create_log(LONGEST_TOPIC, partition, CONFIG, 0).log_end_offset == 0
+    log_dir.close()
 
 
 def test_a_real_log_dir_round_trip(tmp_path: Path) -> None:

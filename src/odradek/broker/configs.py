@@ -44,6 +44,7 @@ from odradek.broker.topic_config import (
     REPLICATION_THROTTLE_KEYS,
     TOPIC_CONFIG_DEF,
     effective_topic_config,
+    refuse_unapplied_configs,
     validate_dynamic_broker_configs,
     validate_topic_overrides,
 )
@@ -411,7 +412,9 @@ def topic_schema(server: ServerConfig) -> ConfigSchema:
     def validate(configs: dict[str, str]) -> object:
         return validate_topic_overrides(configs, server)
 
-    return ConfigSchema(validate=validate, list_defaults=_LIST_DEFAULTS)
+    return ConfigSchema(
+        validate=validate, list_defaults=_LIST_DEFAULTS, validate_changes=refuse_unapplied_configs
+    )
 
 
 _BROKER_LIST_DEFAULTS: Final[Mapping[str, str]] = {
@@ -430,7 +433,11 @@ def broker_schema() -> ConfigSchema:
         configs = {k: v for k, v in configs.items() if k != OFFLINE_LOG_DIRS_CONFIG}
         return validate_dynamic_broker_configs(configs)
 
-    return ConfigSchema(validate=validate, list_defaults=_BROKER_LIST_DEFAULTS)
+    return ConfigSchema(
+        validate=validate,
+        list_defaults=_BROKER_LIST_DEFAULTS,
+        validate_changes=refuse_unapplied_configs,
+    )
 
 
 def _broker_refusal(state: BrokerState, name: str, keys: Sequence[str]) -> ConfigOutcome | None:

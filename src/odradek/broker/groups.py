@@ -23,8 +23,14 @@ from odradek.protocol.messages import FindCoordinatorRequest
 OFFSETS_TOPIC = "__consumer_offsets"
 FIND_COORDINATOR_VERSIONS = (0, 5)
 
-# We do not compact logs yet, so the offsets topic keeps everything: deleting old
-# segments by time would delete the only record of a group's committed offsets.
+# Kafka's label, written by the broker (a client cannot set compact: there is no log
+# compaction yet, see topic_config.unapplied_config_problem). A log whose policy lacks
+# "delete" gets no time or size retention (topic_config.to_log_config), so until
+# compaction exists the offsets topic keeps every record, which is all that compaction
+# would keep and more: no group's committed offsets are ever cut by retention, whatever
+# log.retention.bytes says. Keeping the label means that clusters whose metadata already
+# holds it need nothing changed, and that compaction, once written, applies here at once.
+# retention.ms=-1 says the same for anyone who reads the topic's configs.
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "-1"}
 
 

@@ -21,6 +21,7 @@ from odradek.broker.configs import topic_config_entries
 from odradek.broker.effects import CommitRecords, Outcome, Reply
 from odradek.broker.state import BrokerState
 from odradek.controller.partitions import create_partitions
+from odradek.controller.topics import EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_BATCH
 from odradek.core.errors import ConfigError, LogOfflineError, OffsetOutOfRangeError
 from odradek.protocol.api import RequestHeader
 from odradek.protocol.error_codes import ErrorCode
@@ -56,6 +57,26 @@ def handle_create_partitions(
     state: BrokerState, header: RequestHeader, request: CreatePartitionsRequest
 ) -> Outcome:
     counts = Counter(topic.name for topic in request.topics)
+    added = 0
+    for topic in request.topics:
+        existing = state.image.topics_by_name.get(topic.name)
+        if existing is not None and counts[topic.name] == 1:
+            added += max(topic.count - len(existing.partitions), 0)
+    if added > MAX_PARTITIONS_PER_BATCH:
+        # The bound of CreateTopics, over the whole request: every topic is refused and
+        # nothing is placed (Kafka refuses an operation of more records as a whole).
+        return Reply(
+            CreatePartitionsResponse(
+                results=[
+                    CreatePartitionsTopicResult(
+                        name=name,
+                        error_code=ErrorCode.POLICY_VIOLATION,
+                        error_message=EXCESSIVE_PARTITIONS,
+                    )
+                    for name in counts
+                ]
+            )
+        )
     results: list[CreatePartitionsTopicResult] = []
     records: list[PartitionRecord] = []
     reported: set[str] = set()

@@ -17,7 +17,11 @@ This module owns:
   :func:`effective_topic_value`, the same resolved straight from the metadata image;
 * :data:`DYNAMIC_BROKER_TOPIC_KEYS`, the broker keys that may be set at run time (those
   whose only effect is as a topic config's default), and
-  :func:`validate_dynamic_broker_configs`, their check.
+  :func:`validate_dynamic_broker_configs`, their check;
+* :func:`unapplied_config_problem` and :func:`refuse_unapplied_configs`, the values Kafka
+  accepts that this build refuses to take from a client or a config file because it
+  would not apply them (``cleanup.policy`` with ``compact``: there is no log compaction
+  yet), while it still reads them where they are stored.
 
 A value resolves in this order: the topic's own override, then each broker synonym in
 turn (``log.retention.ms`` before ``log.retention.minutes`` before
@@ -69,8 +73,10 @@ __all__ = [
     "effective_log_config",
     "effective_topic_config",
     "effective_topic_value",
+    "refuse_unapplied_configs",
     "to_log_config",
     "topic_log_config",
+    "unapplied_config_problem",
     "validate_dynamic_broker_configs",
     "validate_topic_overrides",
 ]
@@ -247,6 +253,46 @@ REPLICATION_THROTTLE_KEYS: Final[frozenset[str]] = frozenset(
 )
 """Dynamic broker keys that are not topic defaults: the reassignment throttle, which the
 replica fetchers read from the image on every fetch."""
+
+
+_CLEANUP_POLICY_KEYS: Final = frozenset({"cleanup.policy", "log.cleanup.policy"})
+
+
+def _policy_items(value: str) -> list[str]:
+    return [item.strip().lower() for item in value.split(",")]
+
+
+def unapplied_config_problem(name: str, value: str | None) -> str | None:
+    """Why this build refuses to take ``name=value`` although Kafka accepts it, or None.
+
+    ``compact`` in ``cleanup.policy`` (or its broker default ``log.cleanup.policy``):
+    there is no log compaction yet, so the value would be echoed by DescribeConfigs and
+    not applied. Kafka Connect and schema registries keep their state in compacted topics
+    and rely on the latest record of each key staying; refusing tells them at once,
+    where accepting would leave them a log that is never compacted.
+
+    Only what a client or a config file sets is checked this way. A value already stored
+    is still read (a cluster written by an older build, and ``__consumer_offsets``, which
+    the broker itself creates with ``compact``): :func:`to_log_config` gives a log without
+    ``delete`` in its policy no time or size retention, so such a log keeps every record.
+    """
+    if name in _CLEANUP_POLICY_KEYS and value is not None and "compact" in _policy_items(value):
+        return (
+            f"{name}={value} is not supported: this build does not compact logs yet, so a "
+            "compacted topic would not keep the latest record of each key as Kafka's does. "
+            f"Use {name}=delete; to keep every record, with retention.ms=-1 and "
+            "retention.bytes=-1"
+        )
+    return None
+
+
+def refuse_unapplied_configs(configs: Mapping[str, str | None]) -> None:
+    """Raise :class:`ConfigError` for the first of ``configs`` that
+    :func:`unapplied_config_problem` refuses."""
+    for name, value in configs.items():
+        problem = unapplied_config_problem(name, value)
+        if problem is not None:
+            raise ConfigError(problem)
 
 
 def validate_dynamic_broker_configs(configs: Mapping[str, str]) -> dict[str, ConfigValue]:
@@ -459,13 +505,19 @@ def to_log_config(effective: Iterable[ConfigEntry]) -> LogConfig:
     hand-made entry cannot slip an invalid setting into the storage engine.
     """
     values = {entry.name: entry.value for entry in effective}
+    policy = values.get("cleanup.policy")
+    # Kafka deletes old segments by time and size only where the policy has "delete"; a
+    # compacted-only log is cleaned by compaction alone. Without compaction (see
+    # unapplied_config_problem) such a log keeps everything, which is more than Kafka
+    # keeps but never less: no latest record of a key is ever removed.
+    deletes = policy is None or "delete" in _policy_items(policy)
     return LogConfig(
         segment_bytes=_entry_int(values, "segment.bytes"),
         segment_ms=_entry_int(values, "segment.ms"),
         segment_index_bytes=_entry_int(values, "segment.index.bytes"),
         index_interval_bytes=_entry_int(values, "index.interval.bytes"),
-        retention_ms=_entry_int(values, "retention.ms"),
-        retention_bytes=_entry_int(values, "retention.bytes"),
+        retention_ms=_entry_int(values, "retention.ms") if deletes else -1,
+        retention_bytes=_entry_int(values, "retention.bytes") if deletes else -1,
         flush_messages=_entry_int(values, "flush.messages"),
         flush_ms=_entry_int(values, "flush.ms"),
         quarantine_max_bytes=_entry_int(values, "quarantine.max.bytes"),

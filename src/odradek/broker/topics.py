@@ -13,7 +13,16 @@ from typing import Any
 
 from odradek.broker.effects import CommitRecords, Outcome, Reply
 from odradek.broker.state import BrokerState
-from odradek.controller.topics import NewTopic, create_topic, delete_topic
+from odradek.broker.topic_config import unapplied_config_problem
+from odradek.controller.topics import (
+    EXCESSIVE_PARTITIONS,
+    MAX_PARTITIONS_PER_BATCH,
+    NewTopic,
+    create_topic,
+    delete_topic,
+    requested_partitions,
+    topic_name_problem,
+)
 from odradek.controller.unclean_history import UNCLEAN_ELECTIONS_CONFIG
 from odradek.core.errors import ConfigError
 from odradek.protocol.api import RequestHeader
@@ -43,6 +52,25 @@ INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 def handle_create_topics(
     state: BrokerState, header: RequestHeader, request: CreateTopicsRequest
 ) -> Outcome:
+    requested = sum(
+        requested_partitions(t.num_partitions, len(t.assignments), state.settings.num_partitions)
+        for t in request.topics
+    )
+    if requested > MAX_PARTITIONS_PER_BATCH:
+        # Kafka refuses the whole request, every topic with the same error, before any
+        # other check: nothing of it is placed or created.
+        return Reply(
+            CreateTopicsResponse(
+                topics=[
+                    CreatableTopicResult(
+                        name=t.name,
+                        error_code=ErrorCode.POLICY_VIOLATION,
+                        error_message=EXCESSIVE_PARTITIONS,
+                    )
+                    for t in request.topics
+                ]
+            )
+        )
     results: list[CreatableTopicResult] = []
     records: list[Any] = []
     pending: set[str] = set()
@@ -59,6 +87,12 @@ def handle_create_topics(
         if any(c.name == UNCLEAN_ELECTIONS_CONFIG for c in topic.configs):
             result.error_code = ErrorCode.INVALID_CONFIG
             result.error_message = f"{UNCLEAN_ELECTIONS_CONFIG} is written by the controller"
+            continue
+        unapplied = [unapplied_config_problem(c.name, c.value) for c in topic.configs]
+        problem = next((p for p in unapplied if p is not None), None)
+        if problem is not None:
+            result.error_code = ErrorCode.INVALID_CONFIG
+            result.error_message = problem
             continue
         try:
             configs = state.validate_topic_configs(
@@ -150,11 +184,18 @@ def handle_metadata(state: BrokerState, header: RequestHeader, request: Metadata
     allow_create = state.settings.auto_create_topics and (
         version < 4 or request.allow_auto_topic_creation
     )
-    missing = [n for n in names if n is not None and n not in image.topics_by_name]
-    if missing and allow_create:
+    missing = [
+        n
+        for n in dict.fromkeys(names)
+        if n is not None and n not in image.topics_by_name and topic_name_problem(n) is None
+    ]
+    # The topics one Metadata request creates obey the bound of a CreateTopics request;
+    # over it none is created (as Kafka's controller refuses the whole creation).
+    creatable = len(missing) * state.settings.num_partitions <= MAX_PARTITIONS_PER_BATCH
+    if missing and allow_create and creatable:
         records: list[Any] = []
         pending: set[str] = set()
-        for name in dict.fromkeys(missing):
+        for name in missing:
             outcome = create_topic(
                 image,
                 NewTopic(name=name),
@@ -188,16 +229,15 @@ def _metadata_response(
     for name in names:
         topic = image.topics_by_name.get(name) if name is not None else None
         if topic is None:
-            topics.append(
-                MetadataResponseTopic(
-                    name=name,
-                    error_code=(
-                        ErrorCode.UNKNOWN_TOPIC_ID
-                        if name is None
-                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                    ),
-                )
-            )
+            if name is None:
+                error = ErrorCode.UNKNOWN_TOPIC_ID
+            elif topic_name_problem(name) is not None:
+                # No topic can ever have this name: a client fails its messages at once
+                # instead of waiting for the topic until they time out.
+                error = ErrorCode.INVALID_TOPIC_EXCEPTION
+            else:
+                error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            topics.append(MetadataResponseTopic(name=name, error_code=error))
             continue
         partitions = []
         for index in sorted(topic.partitions):

@@ -77,6 +77,10 @@ class ConfigSchema:
     list_defaults: Mapping[str, str]
     """Each LIST-typed key and its default as text ("" for none); APPEND and SUBTRACT
     apply to these keys only and start from the default when the key is not set."""
+    validate_changes: Callable[[dict[str, str]], object] = lambda changes: None
+    """Checks only the keys a request sets to a new value; raises ConfigError naming the
+    key. For values this build refuses to take although it keeps reading them where they
+    are already stored (a value an older build or the broker itself wrote)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +143,10 @@ def _records_for(
             result.pop(key, None)
         else:
             result[key] = value
+    changes = {key: value for key, value in result.items() if current.get(key) != value}
     try:
         schema.validate(result)
+        schema.validate_changes(changes)
     except ConfigError as e:
         return _error(ErrorCode.INVALID_CONFIG, str(e))
     kind, name = resource

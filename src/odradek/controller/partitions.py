@@ -18,14 +18,11 @@ from dataclasses import dataclass, field
 
 from odradek.controller.image import MetadataImage
 from odradek.controller.placement import assign_replicas
+from odradek.controller.topics import EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_BATCH
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.metadata import PartitionRecord
 
-__all__ = ["MAX_NEW_PARTITIONS", "PartitionsOutcome", "create_partitions"]
-
-MAX_NEW_PARTITIONS = 10_000
-"""Most partitions one request may add: Kafka's bound on the records of one user operation,
-which also keeps a single request from stalling the controller."""
+__all__ = ["PartitionsOutcome", "create_partitions"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +62,11 @@ def create_partitions(
             "an increase.",
         )
     additional = count - current
-    if additional > MAX_NEW_PARTITIONS:
-        return _error(
-            ErrorCode.INVALID_PARTITIONS,
-            f"Attempted to add {additional} partition(s); at most {MAX_NEW_PARTITIONS} can be "
-            "added in one request.",
-        )
+    if additional > MAX_PARTITIONS_PER_BATCH:
+        # Kafka's bound on the records of one request (POLICY_VIOLATION there too); the
+        # caller applies it to the whole request, this keeps placement from ever seeing
+        # more.
+        return _error(ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS)
     if assignments is not None and len(assignments) != additional:
         return _error(
             ErrorCode.INVALID_REPLICA_ASSIGNMENT,

@@ -20,7 +20,15 @@ from odradek.protocol.metadata import ConfigRecord, PartitionRecord, RemoveTopic
 
 TOPIC_RESOURCE = 2
 MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+MAX_PARTITIONS_PER_BATCH = 10_000
+"""Most partitions one request may create, over all its topics (Kafka's bound of the same
+name): CreateTopics, CreatePartitions and the topics a Metadata request creates. Placing
+the replicas, committing the records and creating the logs of more would hold the
+controller and the brokers for long; a client needing more sends several requests."""
+EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."
+# Matched whole (fullmatch): with re.match, "$" also matches before a final newline, and a
+# name with a newline would break every checkpoint file that lists partitions by name.
+_LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 METADATA_TOPIC_ID = uuid.UUID(int=1)
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -35,9 +43,20 @@ def topic_name_problem(name: str) -> str | None:
         return f"topic name cannot be {name!r}"
     if len(name) > MAX_TOPIC_NAME_LENGTH:
         return f"topic name is longer than {MAX_TOPIC_NAME_LENGTH} characters"
-    if not _LEGAL.match(name):
+    if _LEGAL.fullmatch(name) is None:
         return f"topic name {name!r} has characters other than ASCII letters, digits, '.', '_', '-'"
     return None
+
+
+def requested_partitions(num_partitions: int, assignments: int, default_partitions: int) -> int:
+    """How many partitions a CreateTopics entry asks for, as Kafka counts them against
+    :data:`MAX_PARTITIONS_PER_BATCH`: its replica assignments if it has any, else its
+    partition count (the broker's default for -1; nothing for an invalid count)."""
+    if assignments:
+        return assignments
+    if num_partitions == -1:
+        return default_partitions
+    return max(num_partitions, 0)
 
 
 def _collision_key(name: str) -> str:
@@ -109,6 +128,12 @@ def create_topic(
             f"topic {topic.name!r} collides with existing topic {collisions[0]!r} "
             "('.' and '_' are the same in metric names)",
         )
+    wanted = requested_partitions(
+        topic.num_partitions, len(topic.assignments or {}), default_partitions
+    )
+    if wanted > MAX_PARTITIONS_PER_BATCH:
+        # Before placement: placing 100,000 partitions is itself long work.
+        return _error(ErrorCode.POLICY_VIOLATION, EXCESSIVE_PARTITIONS)
     brokers = sorted(live_brokers)
     if topic.assignments:
         if topic.num_partitions != -1 or topic.replication_factor != -1:

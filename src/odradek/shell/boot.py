@@ -15,7 +15,11 @@ import uuid
 
 from odradek.broker.config import Endpoint, ServerConfig
 from odradek.broker.state import BrokerSettings
-from odradek.broker.topic_config import topic_log_config, validate_topic_overrides
+from odradek.broker.topic_config import (
+    topic_log_config,
+    unapplied_config_problem,
+    validate_topic_overrides,
+)
 from odradek.core.errors import ConfigError
 from odradek.raft.voters import VoterEndpoint
 from odradek.shell.node import NodeConfig
@@ -60,6 +64,13 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
         raise ConfigError(
             f"log.dirs: {len(server.log_dirs)} directories given; one is supported for now"
         )
+    if server.is_set("log.cleanup.policy"):
+        # The default of every topic's cleanup.policy: refused as a topic's own would be.
+        problem = unapplied_config_problem(
+            "log.cleanup.policy", server.originals["log.cleanup.policy"]
+        )
+        if problem is not None:
+            raise ConfigError(problem)
     unknown = server.unknown_keys
     if unknown:
         log.warning("ignoring unknown configuration keys: %s", ", ".join(sorted(unknown)))

@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import functools
 import io
+import itertools
 import json
 import logging
 import os
@@ -180,6 +181,17 @@ class NodeConfig:
     broker_heartbeat_interval_ms: int = 2000
 
 
+HOSTING_SLICE_MS = 20
+"""How long the event loop may be held at one go creating or deleting partition logs
+(:meth:`Node._sync_partitions`); a slice ends after the log or batch that passes it."""
+HOSTING_PAUSE_MS = 5
+"""The pause between two such slices. A request takes several turns of the loop (read,
+handle, write); yielding a single turn between slices would let each of those turns wait
+for a whole slice, so the loop is left to itself for a while."""
+DELETE_BATCH = 8
+"""Partition logs deleted together, sharing one directory fsync and one checkpoint."""
+
+
 class Node:
     def __init__(self, config: NodeConfig, fs: FileSystem | None = None) -> None:
         self.config = config
@@ -233,6 +245,12 @@ class Node:
         self._group_waiters: dict[object, asyncio.Future[Any]] = {}
         self._group_timer_wakeup = asyncio.Event()
         self._loaded_offsets_partitions: set[int] = set()
+        # Partition logs _sync_partitions left to create or delete (see there).
+        self._logs_to_create: dict[tuple[str, int], None] = {}
+        self._logs_to_delete: dict[tuple[str, int], PartitionLog] = {}
+        # Old logs in the way of a topic created again under the same name: deleted first.
+        self._logs_to_replace: dict[tuple[str, int], PartitionLog] = {}
+        self._hosting_task: asyncio.Task[Any] | None = None
         self._connections: set[asyncio.Future[Any]] = set()
         self._listener_guards: dict[str, ListenerGuard] = {}
         self.port = config.listen_port
@@ -897,7 +915,18 @@ class Node:
 
     def _sync_partitions(self) -> None:
         """Host exactly the partitions the image assigns to this node, once the image
-        holds this process's registration (nothing before)."""
+        holds this process's registration (nothing before).
+
+        A partition whose log exists is hosted (or given its new role) at once. Creating
+        or deleting a log costs several fsyncs (milliseconds each), so this does at most
+        :data:`HOSTING_SLICE_MS` of that work; the rest is left in ``_logs_to_create``,
+        ``_logs_to_delete`` and ``_logs_to_replace`` for a task that does one such slice
+        at a time, pausing for :data:`HOSTING_PAUSE_MS` in between. A topic of 10,000
+        partitions would otherwise hold the loop for tens of seconds: no request
+        answered, no heartbeat sent. Until its log exists a partition is not in
+        ``state.partitions``: not served (clients get NOT_LEADER_OR_FOLLOWER and retry),
+        not fetched, not counted as hosted.
+        """
         assert self.log_dir is not None
         if not self._caught_up_to_registration() or self.log_dir.offline is not None:
             return  # a failed dir hosts nothing more; the node is stopping
@@ -914,85 +943,159 @@ class Node:
             for index, p in topic.partitions.items():
                 if me in p.replicas:
                     wanted[(topic.name, index)] = (topic, p)
-        for key in list(self.state.partitions):
-            if key not in wanted:
+        for key, hosted in list(self.state.partitions.items()):
+            # A topic deleted and created again under the same name is another partition.
+            if key not in wanted or hosted.topic_id != wanted[key][0].topic_id:
                 if self.replication is not None:
                     self.replication.fail_waiters(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 del self.state.partitions[key]
                 if key in self.log_dir.logs:
-                    self._delete_log(key)
-        now = now_ms()
-        for key, (topic, p) in wanted.items():
-            partition_log = self.log_dir.logs.get(key)
-            if partition_log is not None and partition_log.topic_id not in (None, topic.topic_id):
-                # A topic deleted and created again under the same name: a new log.
-                self.log_dir.delete_log(*key)
-                partition_log = None
-            if partition_log is None:
-                partition_log = self.log_dir.create_log(
-                    key[0], key[1], self._log_config_for(key[0]), now, topic.topic_id
-                )
-            # Topic config changes (AlterConfigs) apply to the running log at once.
-            partition_log.config = self._log_config_for(key[0])
-            max_message_bytes = self._max_message_bytes_for(key[0])
-            current = self.state.partitions.get(key)
-            if current is not None:
-                current.max_message_bytes = max_message_bytes
-            rebuild = current is None or current.leader_epoch != p.leader_epoch
-            if not rebuild and current is not None and self.replication is not None:
-                rebuild = self.replication.assign(current, p)
-            if not rebuild:
-                continue
-            # A new leader epoch: this node's role may have changed with it.
-            if current is not None and self.replication is not None:
-                self.replication.fail_waiters(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            high_watermark = (
-                current.high_watermark if current is not None else self._checkpointed_hw.get(key, 0)
-            )
-            leads = p.leader == me
-            # A follower's producer state was not kept; a new leader rebuilds it.
-            keep_producers = current is not None and (current.is_leader or not leads)
-            partition = LocalPartition(
-                topic=key[0],
-                index=key[1],
-                topic_id=topic.topic_id,
-                log=partition_log,
-                leader_epoch=p.leader_epoch,
-                flush_before_ack=self.config.settings.flush_before_ack,
-                producers=(
-                    current.producers
-                    if current is not None and keep_producers
-                    else self._load_producers(partition_log)
-                ),
-                max_message_bytes=max_message_bytes,
-                is_leader=leads,
-            )
-            self.state.partitions[key] = partition
-            if self.replication is not None:
-                self.replication.new_role(partition, p, high_watermark)
-
-    def _delete_log(self, key: tuple[str, int]) -> None:
-        """Delete the local copy of a partition this node no longer hosts (a deleted
-        topic, or a replica a reassignment moved away). Not while a flush runs on a
-        worker thread: it may hold the log's handles, so the deletion waits for it."""
-        assert self.log_dir is not None
+                    self._logs_to_delete[key] = self.log_dir.logs[key]
+        deadline = monotonic_ms() + HOSTING_SLICE_MS
         if not self.group_commit.io_lock.locked():
-            self.log_dir.delete_log(*key)
-            return
-        victim = self.log_dir.logs[key]
-        self.supervisor.start(
-            f"delete-{key[0]}-{key[1]}", self._delete_log_after_flush(key, victim), may_end=True
-        )
+            # Not while a flush runs on a worker thread: it may hold the logs' handles.
+            self._delete_logs(deadline)
+        self._logs_to_create = {}
+        configs: dict[str, tuple[LogConfig, int]] = {}
+        for key, (topic, p) in wanted.items():
+            if not self._host(key, topic, p, configs, create=monotonic_ms() < deadline):
+                self._logs_to_create[key] = None
+        if self._hosting_backlog() and self._hosting_task is None:
+            self._hosting_task = self.supervisor.start(
+                "host-partitions", self._host_the_rest(), may_end=True
+            )
 
-    async def _delete_log_after_flush(self, key: tuple[str, int], victim: PartitionLog) -> None:
-        async with self.group_commit.io_lock:
-            # Hosted again meanwhile (a cancelled move): the copy is kept and reused.
-            if (
-                self.log_dir is not None
-                and self.log_dir.logs.get(key) is victim
-                and key not in self.state.partitions
-            ):
-                self.log_dir.delete_log(*key)
+    def _host(
+        self,
+        key: tuple[str, int],
+        topic: Any,
+        p: Any,
+        configs: dict[str, tuple[LogConfig, int]],
+        *,
+        create: bool,
+    ) -> bool:
+        """Host ``key`` (its image ``topic`` and partition ``p``) with its current role;
+        False when that needs a log that does not exist yet and ``create`` is False, or
+        the old log of a topic of the same name is still to be deleted."""
+        assert self.log_dir is not None
+        partition_log = self.log_dir.logs.get(key)
+        if partition_log is not None and partition_log.topic_id not in (None, topic.topic_id):
+            # A topic deleted and created again under the same name: the old log goes
+            # first (ahead of other deletions, which may be many), then a new one is made.
+            self._logs_to_delete.pop(key, None)
+            self._logs_to_replace[key] = partition_log
+            return False
+        if key[0] not in configs:
+            # One resolution per topic: a topic's partitions share their configs.
+            configs[key[0]] = (self._log_config_for(key[0]), self._max_message_bytes_for(key[0]))
+        log_config, max_message_bytes = configs[key[0]]
+        if partition_log is None:
+            if not create:
+                return False
+            partition_log = self.log_dir.create_log(
+                key[0], key[1], log_config, now_ms(), topic.topic_id
+            )
+        # Topic config changes (AlterConfigs) apply to the running log at once.
+        partition_log.config = log_config
+        current = self.state.partitions.get(key)
+        if current is not None:
+            current.max_message_bytes = max_message_bytes
+        rebuild = current is None or current.leader_epoch != p.leader_epoch
+        if not rebuild and current is not None and self.replication is not None:
+            rebuild = self.replication.assign(current, p)
+        if not rebuild:
+            return True
+        # A new leader epoch: this node's role may have changed with it.
+        if current is not None and self.replication is not None:
+            self.replication.fail_waiters(key, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        high_watermark = (
+            current.high_watermark if current is not None else self._checkpointed_hw.get(key, 0)
+        )
+        leads = p.leader == self.config.settings.node_id
+        # A follower's producer state was not kept; a new leader rebuilds it.
+        keep_producers = current is not None and (current.is_leader or not leads)
+        partition = LocalPartition(
+            topic=key[0],
+            index=key[1],
+            topic_id=topic.topic_id,
+            log=partition_log,
+            leader_epoch=p.leader_epoch,
+            flush_before_ack=self.config.settings.flush_before_ack,
+            producers=(
+                current.producers
+                if current is not None and keep_producers
+                else self._load_producers(partition_log)
+            ),
+            max_message_bytes=max_message_bytes,
+            is_leader=leads,
+        )
+        self.state.partitions[key] = partition
+        if self.replication is not None:
+            self.replication.new_role(partition, p, high_watermark)
+        return True
+
+    def _delete_logs(self, deadline: int) -> None:
+        """Delete the local copies of partitions this node no longer hosts (a deleted
+        topic, or a replica a reassignment moved away), those in the way of a new topic
+        of the same name first, until ``deadline`` (monotonic ms). The caller makes sure
+        that no flush runs meanwhile: a flush on its worker thread may hold the logs'
+        handles."""
+        assert self.log_dir is not None
+        while (self._logs_to_replace or self._logs_to_delete) and monotonic_ms() < deadline:
+            queue = self._logs_to_replace or self._logs_to_delete
+            batch: list[tuple[str, int]] = []
+            for key, victim in list(itertools.islice(queue.items(), DELETE_BATCH)):
+                del queue[key]
+                # Hosted again meanwhile (a cancelled move): the copy is kept and reused.
+                if self.log_dir.logs.get(key) is victim and key not in self.state.partitions:
+                    batch.append(key)
+            self.log_dir.delete_logs(batch)
+
+    def _hosting_backlog(self) -> bool:
+        return bool(self._logs_to_create or self._logs_to_delete or self._logs_to_replace)
+
+    async def _host_the_rest(self) -> None:
+        """Create and delete what :meth:`_sync_partitions` left, a slice at a time."""
+        try:
+            while self._hosting_backlog():
+                await asyncio.sleep(HOSTING_PAUSE_MS / 1000)
+                assert self.log_dir is not None
+                if self.log_dir.offline is not None:
+                    return  # a failed dir hosts nothing more; the node is stopping
+                try:
+                    await self._host_slice()
+                except LogOfflineError as e:
+                    log.error("%s", e)  # the dir failed while partitions were being hosted
+                    return
+        finally:
+            self._hosting_task = None
+
+    async def _host_slice(self) -> None:
+        """One slice of deletions, a pause, one slice of creations."""
+        assert self.log_dir is not None
+        if self._logs_to_replace or self._logs_to_delete:
+            async with self.group_commit.io_lock:
+                self._delete_logs(monotonic_ms() + HOSTING_SLICE_MS)
+            await asyncio.sleep(HOSTING_PAUSE_MS / 1000)
+        deadline = monotonic_ms() + HOSTING_SLICE_MS
+        me = self.config.settings.node_id
+        configs: dict[str, tuple[LogConfig, int]] = {}
+        hosted = False
+        for key in list(self._logs_to_create):
+            if monotonic_ms() >= deadline:
+                break
+            del self._logs_to_create[key]
+            # The image may have moved on since: only what it still assigns here.
+            topic = self.state.image.topics_by_name.get(key[0])
+            p = topic.partitions.get(key[1]) if topic is not None else None
+            if p is None or me not in p.replicas or key in self.state.partitions:
+                continue
+            if self._host(key, topic, p, configs, create=True):
+                hosted = True
+            else:
+                self._logs_to_create[key] = None  # after its old log is deleted
+        if hosted:
+            self._load_offsets_partitions()
 
     # --- Idempotent producers -------------------------------------------------------
 

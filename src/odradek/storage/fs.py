@@ -9,6 +9,8 @@ The contract is POSIX's, made explicit so the simulator can enforce it:
   the parent directory returns.
 * Errors are ``OSError`` with ``errno`` set (``EIO``, ``ENOSPC``, ``ENOENT``, ...); the
   storage engine turns them into an offline partition, never into served bad data.
+* A name (one path component) holds at most :data:`MAX_NAME_BYTES` bytes, Linux's
+  ``NAME_MAX``; a longer one is ``ENAMETOOLONG``.
 
 Paths are strings joined with ``/`` (use :func:`join`), relative to nothing: the caller
 passes whatever root it was configured with.
@@ -20,6 +22,9 @@ import posixpath
 from typing import Protocol
 
 Buffer = bytes | bytearray | memoryview
+
+MAX_NAME_BYTES = 255
+"""The longest file or directory name, in bytes (``NAME_MAX`` of Linux filesystems)."""
 
 
 def join(*parts: str) -> str:

@@ -26,7 +26,7 @@ from odradek.storage.checkpoint import (
     write_meta_properties,
     write_offset_checkpoint,
 )
-from odradek.storage.fs import FileSystem, dirname, join
+from odradek.storage.fs import MAX_NAME_BYTES, FileSystem, dirname, join
 from odradek.storage.log import (
     LogConfig,
     PartitionLog,
@@ -37,6 +37,19 @@ from odradek.storage.log import (
 log = logging.getLogger("odradek.storage")
 
 DELETE_SUFFIX = "-delete"
+
+
+def delete_dir_name(topic: str, partition: int, unique: int) -> str:
+    """The name a partition's folder is renamed to while it is deleted.
+
+    Kafka's form, ``<topic>-<partition>.<unique>-delete``, with the topic cut short as
+    Kafka cuts it so that the name fits in a file name: a legal topic name has up to 249
+    characters, and the whole name would exceed the 255 bytes a file name may have. Only
+    the suffix matters to :meth:`LogDir.open`, which finishes any deletion it finds.
+    """
+    suffix = f"-{partition}.{unique}{DELETE_SUFFIX}"
+    # Topic names are ASCII (letters, digits, '.', '_', '-'): a character is a byte.
+    return topic[: MAX_NAME_BYTES - len(suffix)] + suffix
 
 
 def format_log_dir(fs: FileSystem, path: str, meta: MetaProperties) -> bool:
@@ -189,27 +202,43 @@ class LogDir:
         return created
 
     def delete_log(self, topic: str, partition: int) -> None:
-        """Remove a partition: rename it aside durably, then delete the files.
+        """Remove a partition: :meth:`delete_logs` of that one."""
+        self.delete_logs([(topic, partition)])
+
+    def delete_logs(self, keys: Collection[TopicPartition]) -> None:
+        """Remove partitions: rename each aside, make the renames durable, then delete
+        the files.
 
         The checkpoints are rewritten at once, so that a partition created again with the
         same name never inherits the old one's offsets. If a crash comes between the
-        rename and the removal, :meth:`open` finishes the deletion.
+        rename and the removal, :meth:`open` finishes the deletion. Many partitions share
+        one directory fsync and one checkpoint: a topic of thousands of partitions is
+        deleted with a few fsyncs per batch rather than several per partition.
         """
-        victim = self.logs.pop((topic, partition))
-        victim.close()
+        victims: list[tuple[PartitionLog, str, int]] = []
+        for topic, partition in keys:
+            victim = self.logs.pop((topic, partition))
+            victim.close()
+            victims.append((victim, topic, partition))
+        if not victims:
+            return
         try:
-            self._delete_files(victim, topic, partition)
+            self._delete_files(victims)
         except OSError as e:
-            raise self._guard(f"deleting {topic}-{partition}", e) from e
+            names = ", ".join(f"{topic}-{partition}" for _, topic, partition in victims)
+            raise self._guard(f"deleting {names}", e) from e
 
-    def _delete_files(self, victim: PartitionLog, topic: str, partition: int) -> None:
-        self._deletions += 1
-        name = partition_dir_name(topic, partition)
-        aside = join(self.path, f"{name}.{self._deletions}{DELETE_SUFFIX}")
-        self.fs.rename(victim.directory, aside)
+    def _delete_files(self, victims: list[tuple[PartitionLog, str, int]]) -> None:
+        asides: list[str] = []
+        for victim, topic, partition in victims:
+            self._deletions += 1
+            aside = join(self.path, delete_dir_name(topic, partition, self._deletions))
+            self.fs.rename(victim.directory, aside)
+            asides.append(aside)
         self.fs.fsync_dir(self.path)
         self.checkpoint()
-        self.fs.rmtree(aside)
+        for aside in asides:
+            self.fs.rmtree(aside)
 
     def high_watermarks(self) -> dict[TopicPartition, int]:
         return read_offset_checkpoint(self.fs, join(self.path, REPLICATION_CHECKPOINT))

@@ -42,6 +42,10 @@ leaves behind.
   mutating operation and raises :class:`PowerLoss`, to test every crash point of a
   sequence.
 
+A name (one path component) longer than ``MAX_NAME_BYTES`` (255) bytes raises
+``OSError(ENAMETOOLONG)`` in every operation, as on Linux filesystems, so that a file
+name built from user input (a topic name) fails here as it would on a real disk.
+
 Limits, on purpose: a failed fsync makes nothing durable but keeps the visible bytes,
 and a later successful fsync makes them durable (Linux may instead drop them: the
 engine must never retry an fsync after an error). Paths are normalized with
@@ -57,7 +61,7 @@ import random
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
-from odradek.storage.fs import Buffer
+from odradek.storage.fs import MAX_NAME_BYTES, Buffer
 
 OPERATIONS = frozenset(
     {
@@ -84,6 +88,7 @@ _MESSAGES = {
     errno.EINVAL: "invalid argument",
     errno.EIO: "input/output error",
     errno.EISDIR: "is a directory",
+    errno.ENAMETOOLONG: "file name too long",
     errno.ENOENT: "no such file or directory",
     errno.ENOSPC: "no space left on device",
     errno.ENOTDIR: "not a directory",
@@ -99,7 +104,11 @@ def _error(code: int, path: str, detail: str = "") -> OSError:
 
 
 def _parts(path: str) -> tuple[str, ...]:
-    return tuple(p for p in posixpath.normpath(path).split("/") if p not in ("", ".", ".."))
+    parts = tuple(p for p in posixpath.normpath(path).split("/") if p not in ("", ".", ".."))
+    for part in parts:
+        if len(part.encode()) > MAX_NAME_BYTES:
+            raise _error(errno.ENAMETOOLONG, path)
+    return parts
 
 
 class PowerLoss(BaseException):
