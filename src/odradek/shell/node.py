@@ -557,9 +557,12 @@ class Node:
         if self.quorum is not None:
             # Resign first, while the connections still work: the others elect at once.
             await self.quorum.stop()
-        for task in self._connections:
+        # A copy: each connection task removes itself from the set as it ends, which it
+        # does while this loop awaits.
+        connections = list(self._connections)
+        for task in connections:
             task.cancel()
-        for task in self._connections:
+        for task in connections:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self.supervisor.stop()
