@@ -152,8 +152,11 @@ class ReplicationService:
         log_ = partition.log
         if p.leader == self.node_id:
             partition.is_leader = True
-            if log_.epochs.latest_epoch() < p.leader_epoch:
-                log_.assign_leader_epoch(p.leader_epoch)
+            # An offline log (the scrub found corruption, a disk error) takes no epoch:
+            # the partition stays offline here and its requests are answered so.
+            if log_.offline is None and log_.epochs.latest_epoch() < p.leader_epoch:
+                with contextlib.suppress(LogOfflineError):  # the log said why
+                    log_.assign_leader_epoch(p.leader_epoch)
             partition.leader_state = PartitionLeader(
                 replica_id=self.node_id,
                 registration=registration,
