@@ -702,6 +702,9 @@ _SERVER_KEYS: Final = [
     _key("odradek.flush.before.ack", _B, True,
          "acks=all is answered only after the in-sync replicas have fsynced the batch.",
          importance=_H),
+    _key("odradek.log.scrub.bytes.per.second", _L, 64 * MIB,
+         "How fast the background scrub validates the log bytes below the recovery "
+         "points, which start-up no longer reads (ADR 0013).", validator=_POSITIVE),
 ]
 # fmt: on
 
@@ -1234,6 +1237,10 @@ class ServerConfig:
     @property
     def flush_before_ack(self) -> bool:
         return self._bool("odradek.flush.before.ack")
+
+    @property
+    def log_scrub_bytes_per_second(self) -> int:
+        return self._int("odradek.log.scrub.bytes.per.second")
 
     # -- cross-key rules ---------------------------------------------------------------
 

@@ -92,6 +92,7 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
         max_frame_bytes=server.socket_request_max_bytes,
         retention_check_interval_ms=server.log_retention_check_interval_ms,
         checkpoint_interval_ms=server.log_flush_offset_checkpoint_interval_ms,
+        scrub_bytes_per_second=server.log_scrub_bytes_per_second,
         connections_max_idle_ms=server.connections_max_idle_ms,
         validate_topic_configs=lambda overrides: _validated(server, overrides),
         server=server,

@@ -491,6 +491,7 @@ class ReplicationService:
                     else records.read()
                 )
                 log_.append_as_follower(memoryview(raw), now)
+                partition.on_replicated(raw)
             follower.update_high_watermark(data.high_watermark)
             if partition.flush_before_ack and log_.recovery_point < log_.log_end_offset:
                 flush[partition.key] = log_.log_end_offset
@@ -498,6 +499,7 @@ class ReplicationService:
             written_in = log_.epochs.epoch_for_offset(decision.offset)
             log_end = log_.log_end_offset
             moved = log_.truncate_to(decision.offset, now, f"replication: {decision.reason}")
+            partition.on_truncated(now)
             loss = truncation_loss(
                 self.state.image,
                 LossReport(
@@ -536,6 +538,7 @@ class ReplicationService:
             log_.truncate_fully_and_start_at(
                 decision.offset, now, f"replication: {decision.reason}"
             )
+            partition.producers.truncate_fully()
         elif action is FollowerAction.LIST_LEADER_OFFSETS:
             follower.on_leader_offsets_failed(now)
 
