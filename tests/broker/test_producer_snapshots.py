@@ -182,3 +182,31 @@ def test_a_follower_keeps_producer_state_and_its_snapshots_from_what_it_replicat
     follower.on_truncated(0)
     (kept,) = follower.producers.snapshot()
     assert kept.last_offset == 5
+
+
+def test_a_replay_that_meets_a_corrupt_header_takes_the_log_offline_not_the_node(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Start-up does not validate below the recovery point; the producer-state replay
+    # may be the first to read a damaged header there. That log goes offline (naming
+    # the file and position) and the node goes on starting its other partitions.
+    h, partition = rolling_harness()
+    for i in range(10):
+        produce(h, 3 * i)
+    log = partition.log
+    end = log.log_end_offset
+    first = log.segments[0]
+    second_batch = next(iter(first.headers_from(0, first.size))).end
+    path = first.log_path
+    log.close()
+    for snapshot in list_snapshots(h.disk, log.directory):
+        h.disk.remove(snapshot.path)
+    h.disk.flip_bit(path, second_batch + 16, 0)  # the magic byte of the second batch
+    reopened = PartitionLog.open(
+        h.disk, log.directory, ROLLING, 10_000, recovery_point=end, validate_all=False
+    )
+    assert reopened.offline is None
+    state = load_producer_state(reopened, 10_000)
+    assert len(state) == 0
+    assert reopened.offline is not None
+    assert path in reopened.offline and f"position {second_batch}" in reopened.offline

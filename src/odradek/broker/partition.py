@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from odradek.controller.image import LEADER_RECOVERY_RECOVERING, PartitionImage
+from odradek.core.errors import LogOfflineError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.record_batch import Buffer, iter_batches
 from odradek.replication.follower import PartitionFollower
@@ -169,7 +170,12 @@ def load_producer_state(
     producers = ProducerStateManager.from_snapshot(loaded.entries)
     offset = max(loaded.offset or 0, partition_log.log_start_offset)
     while offset < end:
-        headers = partition_log.read_headers(offset, _REPLAY_HEADERS)
+        try:
+            headers = partition_log.read_headers(offset, _REPLAY_HEADERS)
+        except LogOfflineError:
+            # The replay met a corrupt batch (below the recovery point, not yet
+            # scrubbed) or a disk error: the log is offline and serves nothing.
+            return ProducerStateManager()
         if not headers:
             break
         for header in headers:
