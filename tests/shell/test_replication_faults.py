@@ -6,6 +6,7 @@ log end reported to the leader) again. The other partitions go on in every case.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import errno
 
 from odradek.protocol.messages import FetchResponse
@@ -105,3 +106,26 @@ def test_a_fetcher_that_fails_on_a_bug_is_fatal_not_silent() -> None:
 
     asyncio.run(scenario())
     assert fatal == [f"fetcher-{LEADER}"]
+
+
+def test_a_log_gone_offline_takes_a_new_leader_epoch_without_failing_the_node() -> None:
+    """The scrub may take a log offline at any time, also just before the controller
+    gives its partition a new leader epoch: the partition stays offline here (its
+    requests get KAFKA_STORAGE_ERROR) and the other partitions take their roles."""
+
+    async def scenario() -> None:
+        h = new_harness()
+        h.add_topic("t", [[h.node_id]] * 2)
+        service = ReplicationService(
+            h.state, h.server, _flushed, lambda: 1, lambda: None, lambda key: None
+        )
+        broken = h.partition("t", 0)
+        broken.log.offline = "scrub: corrupt batch in 00000000000000000000.log at position 0"
+        images = h.image.topics_by_name["t"].partitions
+        newer = [dataclasses.replace(images[i], leader_epoch=5) for i in (0, 1)]
+        service.new_role(broken, newer[0], 0)
+        service.new_role(h.partition("t", 1), newer[1], 0)
+        assert broken.leader_state is not None
+        assert h.partition("t", 1).log.epochs.latest_epoch() == 5
+
+    asyncio.run(scenario())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import logging
 import random
 import uuid
 from pathlib import Path
@@ -35,6 +36,7 @@ from odradek.storage.log import LogConfig, PartitionLog
 from odradek.storage.log_dir import LogDir, format_log_dir
 from odradek.storage.segment import segment_name
 from odradek.testing.sim_disk import PowerLoss, SimDisk
+from tests.storage.helpers import scrub
 
 CLUSTER_ID = "MkU3OEVBNTcwNTJENDM2Qk"
 NODE_ID = 1
@@ -287,9 +289,10 @@ def corrupt_second_batch(disk: SimDisk) -> None:
     disk.flip_bit(log_file, first_batch_size + 80, 3)
 
 
-def test_open_applies_the_recovery_point_checkpoint() -> None:
+def test_open_applies_the_recovery_point_checkpoint(caplog: pytest.LogCaptureFixture) -> None:
     # Below the recovery point the data was known durable: damage there is corruption,
     # and the partition must go offline rather than silently lose acknowledged records.
+    # Start-up does not read below the recovery point (ADR 0016): the scrub finds it.
     disk = formatted_disk()
     log_dir = open_dir(disk, config=SMALL_SEGMENTS)
     fill(log_dir.create_log("orders", 0, SMALL_SEGMENTS, 0), batches=6)
@@ -302,10 +305,21 @@ def test_open_applies_the_recovery_point_checkpoint() -> None:
     log_dir.close()
     corrupt_second_batch(disk)
     reopened = open_dir(disk, config=SMALL_SEGMENTS)
-    assert reopened.logs[("orders", 0)].offline is not None
+    assert reopened.offline_logs() == {}
+    caplog.set_level(logging.ERROR, logger="odradek.storage")
+    for log in reopened.logs.values():
+        scrub(log)
     assert reopened.logs[("orders", 1)].offline is None
     assert reopened.offline_logs().keys() == {("orders", 0)}
+    first_segment = join(ROOT, "orders-0", segment_name(0, ".log"))
+    line = next(r.getMessage() for r in caplog.records if "offline" in r.getMessage())
+    assert first_segment in line and "BAD_CRC at position" in line
+    reopened.checkpoint()
     reopened.close()
+    # The corruption found is not forgotten by a restart: the log is validated whole.
+    again = open_dir(disk, config=SMALL_SEGMENTS)
+    assert again.offline_logs().keys() == {("orders", 0)}
+    again.close()
 
 
 def test_past_the_recovery_point_a_damaged_tail_is_cut() -> None:

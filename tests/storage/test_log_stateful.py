@@ -18,6 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from odradek.protocol.record_batch import validate_batches
 from odradek.storage.log import LogConfig, PartitionLog
+from odradek.storage.segment import SegmentCache
 from odradek.testing.sim_disk import PowerLoss, SimDisk
 from tests.storage.helpers import DIR, batch
 
@@ -54,6 +55,10 @@ def next_offset(batches: Batches, start: int) -> int:
 
 
 class LogMachine(RuleBasedStateMachine):
+    validate_all = True
+    """How recovery opens the log: every batch (the metadata log), or from the recovery
+    point on with the rest left to the scrub (a log dir's partitions, ADR 0016)."""
+
     def __init__(self) -> None:
         super().__init__()
         self.rng = random.Random(0)
@@ -61,7 +66,10 @@ class LogMachine(RuleBasedStateMachine):
         self.disk.makedirs("data")
         self.disk.fsync_dir("")
         self.now = 0
-        self.log = PartitionLog.create(self.disk, DIR, CONFIG, self.now)
+        # The trusting machine keeps at most two older segments open, so that reads,
+        # the scrub and recovery all meet segments the cache has let go of.
+        self.cache = None if self.validate_all else SegmentCache(capacity=2)
+        self.log = PartitionLog.create(self.disk, DIR, CONFIG, self.now, cache=self.cache)
         self.batches: Batches = []
         self.flushed = 0
         self.log_start = 0
@@ -145,6 +153,8 @@ class LogMachine(RuleBasedStateMachine):
             self.now,
             recovery_point=self.flushed,
             log_start_offset=self.log_start,
+            validate_all=self.validate_all,
+            cache=self.cache,
         )
         assert self.log.offline is None, self.log.offline
         got = stored(self.log)
@@ -213,24 +223,47 @@ class LogMachine(RuleBasedStateMachine):
         assert stored(self.log) == self.visible(self.batches)
 
 
-TestLog = LogMachine.TestCase
-TestLog.settings = settings(
+class TrustingLogMachine(LogMachine):
+    """The same histories, the log opened as a log dir opens its partitions: only the
+    batches from the recovery point on are validated at start, the older segments and
+    their index files are taken as they are, and the scrub reads the rest in steps
+    between the other rules. Reads must be right before the scrub is done, and the
+    scrub must find nothing wrong in what a crash left below the recovery point."""
+
+    validate_all = False
+
+    @rule(steps=st.integers(1, 4), chunk=st.integers(1, 400))
+    def scrub(self, steps: int, chunk: int) -> None:
+        for _ in range(steps):
+            task = self.log.next_scrub_task(chunk)
+            if task is None:
+                break
+            self.log.finish_scrub(task, task.run())
+            assert self.log.offline is None, self.log.offline
+
+
+SETTINGS = settings(
     max_examples=200,
     stateful_step_count=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
+TestLog = LogMachine.TestCase
+TestLog.settings = SETTINGS
+TestTrustingLog = TrustingLogMachine.TestCase
+TestTrustingLog.settings = SETTINGS
 
 
+@pytest.mark.parametrize("trusting", [False, True], ids=["validate-all", "scrub"])
 @pytest.mark.parametrize("seed", range(40))
-def test_long_random_histories(seed: int) -> None:
+def test_long_random_histories(seed: int, trusting: bool) -> None:
     """The same machine driven by a seeded rng for long histories (hundreds of steps).
 
     Hypothesis explores short, shrinkable histories; these walk far enough to roll many
     segments and crash repeatedly on top of earlier recoveries. A failing seed replays.
     """
     rng = random.Random(seed)
-    machine = LogMachine()
+    machine = TrustingLogMachine() if trusting else LogMachine()
     machine.reseed(seed)
     for _ in range(300):
         choice = rng.random()
@@ -246,8 +279,10 @@ def test_long_random_histories(seed: int) -> None:
             machine.truncate(rng.random() ** 0.2)  # mostly near the end, as followers cut
         elif choice < 0.80:
             machine.delete_records(rng.random() ** 3)
-        elif choice < 0.88:
+        elif choice < 0.84:
             machine.crash()
+        elif choice < 0.88 and isinstance(machine, TrustingLogMachine):
+            machine.scrub(rng.randint(1, 4), rng.randint(1, 400))
         else:
             op = rng.choice(["append", "flush", "truncate"])
             machine.power_loss_during(rng.randint(1, 12), op, rng.randint(1, 4), rng.random())

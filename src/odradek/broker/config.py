@@ -775,6 +775,9 @@ _SERVER_KEYS: Final = [
     _key("odradek.connections.partial.request.timeout.ms", _L, 30_000,
          "A connection whose request has been arriving this long without completing (not "
          "counting time the node did not read from it) is closed.", validator=_POSITIVE),
+    _key("odradek.log.scrub.bytes.per.second", _L, 64 * MIB,
+         "How fast the background scrub validates the log bytes below the recovery "
+         "points, which start-up no longer reads (ADR 0016).", validator=_POSITIVE),
 ]
 # fmt: on
 
@@ -1362,6 +1365,10 @@ class ServerConfig:
     @property
     def flush_before_ack(self) -> bool:
         return self._bool("odradek.flush.before.ack")
+
+    @property
+    def log_scrub_bytes_per_second(self) -> int:
+        return self._int("odradek.log.scrub.bytes.per.second")
 
     # -- cross-key rules ---------------------------------------------------------------
 

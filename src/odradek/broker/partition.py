@@ -6,20 +6,38 @@ high watermark) or a follower (``follower_state``, a
 :class:`~odradek.replication.follower.PartitionFollower`). With ``flush_before_ack``
 (our default) the leader counts only its fsynced records towards the high watermark, so
 a consumer never reads a record that a power loss could still take back.
+
+Every replica keeps its producer state current, the leader as it appends and a
+follower as it replicates (Kafka's followers do too): so the log can write a producer
+snapshot at each segment roll (:meth:`LocalPartition.__post_init__` gives it the
+state), and a restart or a new leader replays only the batches after the latest
+snapshot (:func:`load_producer_state`).
 """
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from odradek.controller.image import LEADER_RECOVERY_RECOVERING, PartitionImage
+from odradek.core.errors import LogOfflineError
 from odradek.protocol.error_codes import ErrorCode
+from odradek.protocol.record_batch import Buffer, iter_batches
 from odradek.replication.follower import PartitionFollower
 from odradek.replication.leader import PartitionLeader, PartitionRegistration
-from odradek.replication.producer_state import ProducerStateManager
+from odradek.replication.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ProducerStateManager,
+)
 from odradek.storage.log import PartitionLog
+from odradek.storage.producer_snapshot import delete_snapshots_after, load_latest_snapshot
+
+log = logging.getLogger("odradek.broker")
+
+# Headers read at a time while replaying producer state (about 60 bytes each in memory).
+_REPLAY_HEADERS = 4096
 
 
 def leader_epoch_error(current_leader_epoch: int, leader_epoch: int) -> ErrorCode:
@@ -98,9 +116,29 @@ class LocalPartition:
     follower joins the ISR only with fetches from its current registration, never on
     positions it reported before a restart."""
 
+    def __post_init__(self) -> None:
+        # At each roll the log writes this replica's producer state as the snapshot for
+        # the new segment's base offset; the state then covers exactly the batches
+        # below it (the leader updates it after each append, a follower after each
+        # replicated append).
+        self.log.producer_snapshot = lambda: self.producers.snapshot()
+
     @property
     def key(self) -> tuple[str, int]:
         return (self.topic, self.index)
+
+    def on_replicated(self, records: Buffer) -> None:
+        """A follower appended ``records`` (whole batches, offsets as the leader gave
+        them): its producer state follows, as Kafka's followers' does."""
+        for header in iter_batches(records):
+            self.producers.replay(header)
+
+    def on_truncated(self, now_ms: int) -> None:
+        """The log was cut at its end offset: forget the batches that went, and when
+        that forgot a producer entirely, rebuild the state exactly from the latest
+        snapshot and the log (Kafka's ``truncateAndReload``)."""
+        if self.producers.truncate_to(self.log.log_end_offset):
+            self.producers = load_producer_state(self.log, now_ms)
 
     @property
     def high_watermark(self) -> int:
@@ -125,3 +163,38 @@ def expire_producers(
         if expired:
             forgotten[partition.key] = expired
     return forgotten
+
+
+def load_producer_state(
+    partition_log: PartitionLog,
+    now_ms: int,
+    producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+) -> ProducerStateManager:
+    """A replica's producer state: the latest snapshot at or below the log end, then the
+    batch headers after it (Kafka's ``loadProducerState``). With a snapshot at every
+    roll and at a clean stop, a restart replays at most the active segment."""
+    if partition_log.offline is not None:
+        return ProducerStateManager()
+    end = partition_log.log_end_offset
+    # A snapshot above the log end (left by a crash that lost the tail it described)
+    # describes records that are gone; once the log grew past it again it would be wrong.
+    delete_snapshots_after(partition_log.fs, partition_log.directory, end)
+    loaded = load_latest_snapshot(partition_log.fs, partition_log.directory, end)
+    for problem in loaded.corrupt:
+        log.warning("ignoring producer snapshot: %s", problem)
+    producers = ProducerStateManager.from_snapshot(loaded.entries)
+    offset = max(loaded.offset or 0, partition_log.log_start_offset)
+    while offset < end:
+        try:
+            headers = partition_log.read_headers(offset, _REPLAY_HEADERS)
+        except LogOfflineError:
+            # The replay met a corrupt batch (below the recovery point, not yet
+            # scrubbed) or a disk error: the log is offline and serves nothing.
+            return ProducerStateManager()
+        if not headers:
+            break
+        for header in headers:
+            producers.replay(header)
+        offset = headers[-1].next_offset
+    producers.remove_expired(now_ms, producer_id_expiration_ms)
+    return producers

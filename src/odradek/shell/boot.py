@@ -106,6 +106,7 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
         high_watermark_checkpoint_interval_ms=server.replica_high_watermark_checkpoint_interval_ms,
         producer_id_expiration_ms=server.producer_id_expiration_ms,
         producer_id_expiration_check_interval_ms=server.producer_id_expiration_check_interval_ms,
+        scrub_bytes_per_second=server.log_scrub_bytes_per_second,
         connections_max_idle_ms=server.connections_max_idle_ms,
         validate_topic_configs=lambda overrides: _validated(server, overrides),
         server=server,

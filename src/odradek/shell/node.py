@@ -60,7 +60,12 @@ from odradek.broker.effects import (
     Reply,
 )
 from odradek.broker.fetch_session import FetchSessionCache
-from odradek.broker.partition import LocalPartition, expire_producers, may_take_roles
+from odradek.broker.partition import (
+    LocalPartition,
+    expire_producers,
+    load_producer_state,
+    may_take_roles,
+)
 from odradek.broker.producer_ids import ProducerIds
 from odradek.broker.router import Close, Dispatch, Respond, Router
 from odradek.broker.state import BrokerSettings, BrokerState
@@ -121,21 +126,18 @@ from odradek.shell.connection_limits import (
 from odradek.shell.controller_service import ControllerService
 from odradek.shell.dir_lock import DirLock
 from odradek.shell.group_commit import GroupCommit
+from odradek.shell.limits import log_partition_capacity, raise_open_files_limit
 from odradek.shell.peer_client import PeerPool, PeerUnavailable, bind_outgoing_connections
 from odradek.shell.quorum import NotController, QuorumConfig, QuorumDriver
 from odradek.shell.real_fs import RealFileSystem
 from odradek.shell.replication import ReplicationService
+from odradek.shell.scrub import Scrubber
 from odradek.shell.supervisor import Supervisor
 from odradek.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, read_offset_checkpoint
 from odradek.storage.fs import FileSystem, join, write_file_atomically
 from odradek.storage.log import LogConfig, PartitionLog
 from odradek.storage.log_dir import LogDir
-from odradek.storage.producer_snapshot import (
-    delete_snapshots_after,
-    delete_snapshots_before,
-    load_latest_snapshot,
-    write_snapshot,
-)
+from odradek.storage.producer_snapshot import list_snapshots
 from odradek.storage.segment import FileRange
 
 log = logging.getLogger("odradek.node")
@@ -168,9 +170,12 @@ class NodeConfig:
     max_frame_bytes: int = 104_857_600
     retention_check_interval_ms: int = 300_000
     checkpoint_interval_ms: int = 60_000
+    """``log.flush.offset.checkpoint.interval.ms``: how often the recovery points (and
+    log start offsets) are checkpointed, which bounds what a crash makes start-up read."""
     high_watermark_checkpoint_interval_ms: int = 5000
     producer_id_expiration_ms: int = 86_400_000
     producer_id_expiration_check_interval_ms: int = 600_000
+    scrub_bytes_per_second: int = 64 * 1024 * 1024
     connections_max_idle_ms: int = 600_000
     is_broker: bool = True
     is_controller: bool = True
@@ -607,6 +612,9 @@ class Node:
     async def _start_broker(self, now: int) -> None:
         cfg = self.config
         assert self.raft_log is not None and self.quorum is not None
+        files_limit = raise_open_files_limit()
+        clean = self.fs.exists(join(cfg.log_dir, CLEAN_SHUTDOWN_FILE))
+        opening = now_ms()
         self.log_dir = LogDir.open(
             self.fs,
             cfg.log_dir,
@@ -615,8 +623,24 @@ class Node:
             config_for=self._log_config_for,
             now_ms=now,
             skip=(f"{METADATA_TOPIC}-0",),
+            # Kafka's clean shutdown file, removed below once every log is open.
+            clean_shutdown=clean,
         )
         self.log_dir.on_failure = self._log_dir_failed
+        logs = self.log_dir.logs.values()
+        log.info(
+            "log dir %s opened after a %s in %d ms: %d partitions, %d segments, %d bytes "
+            "validated, %d bytes left to the scrub",
+            cfg.log_dir,
+            "clean stop" if clean else "crash",
+            now_ms() - opening,
+            len(self.log_dir.logs),
+            sum(len(p.segments) for p in logs),
+            sum(p.validated_bytes_at_open for p in logs),
+            self.log_dir.scrub_pending_bytes(),
+        )
+        previous_broker_epoch = self._previous_broker_epoch()
+        log_partition_capacity(files_limit, self.log_dir.cache.capacity, len(self.log_dir.logs))
         if cfg.metadata_log_dir == cfg.log_dir:
             # Checkpointed with the partitions (its recovery point matters at start), and
             # it fails with them: one disk.
@@ -657,13 +681,18 @@ class Node:
             metadata_offset=lambda: self.state.image.offset,
             heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
             request_timeout_ms=cfg.quorum.request_timeout_ms,
-            previous_broker_epoch=self._previous_broker_epoch(),
+            previous_broker_epoch=previous_broker_epoch,
         )
         self._lifecycle_task = self.supervisor.start("broker-lifecycle", self.lifecycle.run())
         self.supervisor.start("isr-ticker", self.replication.isr_ticker())
         self.supervisor.start("group-commit", self.group_commit.run())
         self.supervisor.start("housekeeping", self._housekeeping())
         self.supervisor.start("group-ticker", self._group_ticker())
+        log_dir = self.log_dir
+        scrubber = Scrubber(
+            lambda: log_dir.logs.values(), self.group_commit.io_lock, cfg.scrub_bytes_per_second
+        )
+        self.supervisor.start("log-scrubber", scrubber.run(), may_end=True)
         # Clients only see a broker the controller has unfenced (registered, caught up).
         await self.lifecycle.unfenced.wait()
         # The image may have caught up to the registration before its answer came.
@@ -1012,8 +1041,8 @@ class Node:
             current.high_watermark if current is not None else self._checkpointed_hw.get(key, 0)
         )
         leads = p.leader == self.config.settings.node_id
-        # A follower's producer state was not kept; a new leader rebuilds it.
-        keep_producers = current is not None and (current.is_leader or not leads)
+        # Leaders and followers alike keep their producer state current.
+        keep_producers = current is not None
         partition = LocalPartition(
             topic=key[0],
             index=key[1],
@@ -1100,36 +1129,22 @@ class Node:
     # --- Idempotent producers -------------------------------------------------------
 
     def _load_producers(self, partition_log: PartitionLog) -> ProducerStateManager:
-        """Producer state from the newest snapshot, then every batch after it."""
-        if partition_log.offline is not None:
-            return ProducerStateManager()
-        end = partition_log.log_end_offset
-        # A snapshot above the log end (left by a truncation) describes records that are
-        # gone; once the log grew past it again it would be wrong.
-        delete_snapshots_after(self.fs, partition_log.directory, end)
-        loaded = load_latest_snapshot(self.fs, partition_log.directory, end)
-        for problem in loaded.corrupt:
-            log.warning("ignoring producer snapshot: %s", problem)
-        producers = ProducerStateManager.from_snapshot(loaded.entries)
-        start = max(loaded.offset or 0, partition_log.log_start_offset)
-        for batch in _batches(partition_log, start):
-            for header in iter_batches(batch):
-                producers.replay(header)
-        producers.remove_expired(now_ms(), self.config.producer_id_expiration_ms)
-        return producers
+        """Producer state from the newest snapshot, then the batches after it."""
+        return load_producer_state(partition_log, now_ms(), self.config.producer_id_expiration_ms)
 
     def _snapshot_producers(self) -> None:
-        """Write each partition's producer state at its log end (clean stop, checkpoints)."""
+        """At a clean stop: each partition's producer state as the snapshot at its log
+        end, where the log moved since its latest one, so that the next start replays
+        nothing. The log syncs the files when it closes."""
         for partition in self.state.partitions.values():
             partition_log = partition.log
-            if partition_log.offline is not None or not len(partition.producers):
+            if partition_log.offline is not None:
                 continue
             end = partition_log.log_end_offset
             try:
-                write_snapshot(
-                    self.fs, partition_log.directory, end, partition.producers.snapshot()
-                )
-                delete_snapshots_before(self.fs, partition_log.directory, end)
+                snapshots = list_snapshots(self.fs, partition_log.directory)
+                if not snapshots or snapshots[-1].offset != end:
+                    partition_log.stage_producer_snapshot(end)
             except OSError as e:
                 log.error("%s: cannot write producer snapshot: %s", partition_log.directory, e)
 

@@ -2,7 +2,9 @@
 
 Each method is one or two plain ``os`` calls, so the durability contract of ``fs.py`` is
 exactly POSIX's and errors stay ``OSError`` with ``errno`` set. The append path is hot:
-a handle keeps its own size so that an append costs one ``write`` and nothing else.
+a handle keeps its own size so that an append costs one ``write`` and nothing else. A
+handle nobody refers to any more closes its descriptor (``__del__``), which is how a
+segment's handle stays open exactly as long as a reader needs it.
 """
 
 from __future__ import annotations
@@ -96,6 +98,20 @@ class RealFileHandle:
         # unrelated descriptor that the OS has reused the number for.
         if fd != _CLOSED:
             os.close(fd)
+
+    def __del__(self) -> None:
+        # The storage engine lets go of an older segment's handle instead of closing
+        # it, because a file range being sent (sendfile) may still hold it: the
+        # descriptor closes here, when the last holder is gone.
+        fd = getattr(self, "_fd", _CLOSED)
+        if fd != _CLOSED:
+            self._fd = _CLOSED
+            # Plain try rather than contextlib: at interpreter exit, module globals may
+            # already be gone when this runs.
+            try:  # noqa: SIM105
+                os.close(fd)
+            except OSError:
+                pass
 
 
 class RealFileSystem:

@@ -152,8 +152,11 @@ class ReplicationService:
         log_ = partition.log
         if p.leader == self.node_id:
             partition.is_leader = True
-            if log_.epochs.latest_epoch() < p.leader_epoch:
-                log_.assign_leader_epoch(p.leader_epoch)
+            # An offline log (the scrub found corruption, a disk error) takes no epoch:
+            # the partition stays offline here and its requests are answered so.
+            if log_.offline is None and log_.epochs.latest_epoch() < p.leader_epoch:
+                with contextlib.suppress(LogOfflineError):  # the log said why
+                    log_.assign_leader_epoch(p.leader_epoch)
             partition.leader_state = PartitionLeader(
                 replica_id=self.node_id,
                 registration=registration,
@@ -491,6 +494,7 @@ class ReplicationService:
                     else records.read()
                 )
                 log_.append_as_follower(memoryview(raw), wall)
+                partition.on_replicated(raw)
             follower.update_high_watermark(data.high_watermark)
             if partition.flush_before_ack and log_.recovery_point < log_.log_end_offset:
                 flush[partition.key] = log_.log_end_offset
@@ -498,6 +502,7 @@ class ReplicationService:
             written_in = log_.epochs.epoch_for_offset(decision.offset)
             log_end = log_.log_end_offset
             moved = log_.truncate_to(decision.offset, wall, f"replication: {decision.reason}")
+            partition.on_truncated(wall)
             loss = truncation_loss(
                 self.state.image,
                 LossReport(
@@ -536,6 +541,7 @@ class ReplicationService:
             log_.truncate_fully_and_start_at(
                 decision.offset, wall, f"replication: {decision.reason}"
             )
+            partition.producers.truncate_fully()
         elif action is FollowerAction.LIST_LEADER_OFFSETS:
             follower.on_leader_offsets_failed(now)
 

@@ -93,10 +93,10 @@ def read_leader_epoch_checkpoint(fs: FileSystem, path: str) -> list[tuple[int, i
 
 
 def write_leader_epoch_checkpoint(
-    fs: FileSystem, path: str, entries: list[tuple[int, int]]
+    fs: FileSystem, path: str, entries: list[tuple[int, int]], *, sync: bool = True
 ) -> None:
     lines = ["0", str(len(entries))] + [f"{e} {o}" for e, o in entries]
-    write_file_atomically(fs, path, ("\n".join(lines) + "\n").encode())
+    write_file_atomically(fs, path, ("\n".join(lines) + "\n").encode(), sync=sync)
 
 
 def _properties(fs: FileSystem, path: str) -> dict[str, str]:

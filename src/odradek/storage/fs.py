@@ -106,11 +106,14 @@ class FileSystem(Protocol):
         ...
 
 
-def write_file_atomically(fs: FileSystem, path: str, data: Buffer) -> None:
+def write_file_atomically(fs: FileSystem, path: str, data: Buffer, *, sync: bool = True) -> None:
     """Replace ``path`` with ``data`` so that a crash leaves the old or the new content.
 
     Write a temporary file, fsync it, rename it over the target, fsync the directory:
-    the sequence Kafka uses for its checkpoint files.
+    the sequence Kafka uses for its checkpoint files. Without ``sync`` the two fsyncs
+    are left to the caller (a later fsync of ``path`` and of its directory); a crash
+    before them may then leave the old content, or the new one torn, which a reader
+    must detect.
     """
     tmp = path + ".tmp"
     if fs.exists(tmp):
@@ -118,8 +121,10 @@ def write_file_atomically(fs: FileSystem, path: str, data: Buffer) -> None:
     handle = fs.open(tmp, create=True)
     try:
         handle.append(data)
-        handle.fsync()
+        if sync:
+            handle.fsync()
     finally:
         handle.close()
     fs.rename(tmp, path)
-    fs.fsync_dir(dirname(path))
+    if sync:
+        fs.fsync_dir(dirname(path))

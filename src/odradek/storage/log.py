@@ -9,7 +9,11 @@ This is the one storage engine for every partition and for the metadata log. It 
 * reads as file ranges on batch boundaries, for ``sendfile``;
 * the leader-epoch cache and its checkpoint;
 * retention, DeleteRecords, truncation (into quarantine, never plain deletion) and
-  start-up recovery.
+  start-up recovery: every batch (the metadata log), or from the recovery point on
+  with the rest verified later by a throttled scrub (the partitions of a log dir, ADR
+  0016);
+* the producer snapshot files of the log's directory as segments roll, are truncated
+  and are deleted (their content comes from the owner's producer state).
 
 It never decodes a record on these paths. It takes the current time as an argument and
 reaches files only through :class:`~odradek.storage.fs.FileSystem`. Any ``OSError``
@@ -21,15 +25,18 @@ start cuts whatever half-written tail the failure left.
 from __future__ import annotations
 
 import bisect
+import errno
+import itertools
 import logging
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
 from odradek.core.errors import (
     CorruptLogError,
     InvalidRecordBatchError,
+    InvariantError,
     LogOfflineError,
     OffsetOutOfRangeError,
 )
@@ -49,10 +56,30 @@ from odradek.storage.checkpoint import (
     write_leader_epoch_checkpoint,
     write_partition_metadata,
 )
-from odradek.storage.fs import FileHandle, FileSystem, basename, dirname, join
+from odradek.storage.fs import (
+    FileHandle,
+    FileSystem,
+    basename,
+    dirname,
+    join,
+    write_file_atomically,
+)
 from odradek.storage.index import OFFSET_ENTRY, TIME_ENTRY
 from odradek.storage.leader_epoch import LeaderEpochCache
-from odradek.storage.segment import FileRange, LogSegment
+from odradek.storage.producer_snapshot import (
+    SnapshotFields,
+    delete_snapshots_after,
+    encode_snapshot,
+    list_snapshots,
+    snapshot_file_name,
+)
+from odradek.storage.segment import (
+    FileRange,
+    LogSegment,
+    RangeCheck,
+    SegmentCache,
+    validate_range,
+)
 
 log = logging.getLogger("odradek.storage")
 
@@ -60,6 +87,17 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
+
+CORRUPT_MARKER = ".odradek-corrupt"
+"""Written in a partition dir when corruption takes the log offline, and read at the
+next start: such a log is validated whole again (and stays offline while the damage is
+there), so that a restart never serves a corruption already found."""
+
+END_OF_LOG = 2**63 - 1
+"""A recovery point meaning "everything": after a clean stop, for a log that the
+recovery-point checkpoint does not name (a damaged checkpoint)."""
+
+_TOO_MANY_FILES = (errno.EMFILE, errno.ENFILE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,12 +129,19 @@ class FlushTicket:
     directory: str | None
     end: int
     messages: int
+    close_after: list[FileHandle] = field(default_factory=list)
+    """Handles only this flush still needs (a rolled segment's index files, producer
+    snapshots): closed once synced, or once the sync failed."""
 
     def run(self) -> None:
-        for handle in self.handles:
-            handle.fsync()
-        if self.directory is not None:
-            self.fs.fsync_dir(self.directory)
+        try:
+            for handle in self.handles:
+                handle.fsync()
+            if self.directory is not None:
+                self.fs.fsync_dir(self.directory)
+        finally:
+            for handle in self.close_after:
+                handle.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +152,48 @@ class AppendInfo:
     batch_count: int
     record_count: int
     size_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScrubResult:
+    check: RangeCheck
+    headers: list[BatchHeader]
+    error: OSError | None = None
+    """A read that failed: the disk is failing, the log goes offline."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScrubTask:
+    """One range of a segment for the scrub: whole batches from ``start`` (a batch
+    boundary holding offset ``expected``) while they start before ``limit``.
+
+    :meth:`run` reads only through its own reference to the handle, so it may run on a
+    worker thread while the log goes on; the owner keeps retention and deletion of the
+    segment from running at the same time (the node's I/O lock), and a truncation
+    meanwhile changes the segment's generation, which drops the result.
+    """
+
+    segment: LogSegment
+    handle: FileHandle
+    generation: int
+    start: int
+    limit: int
+    size: int
+    expected: int
+
+    def run(self) -> ScrubResult:
+        headers: list[BatchHeader] = []
+        try:
+            check = validate_range(
+                self.handle, self.start, self.limit, self.size, self.expected, headers.append
+            )
+        except OSError as e:
+            return ScrubResult(RangeCheck(self.start, self.expected, None), [], e)
+        return ScrubResult(check, headers)
+
+    @property
+    def length(self) -> int:
+        return self.limit - self.start
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -131,8 +218,21 @@ def _guarded(method: Callable[P, R]) -> Callable[P, R]:
         try:
             return method(*args, **kwargs)
         except OSError as e:
+            if e.errno in _TOO_MANY_FILES:
+                # The process is out of descriptors, not the disk out of order: this
+                # call fails (in-memory state is as it was), the log stays online.
+                log.error(
+                    "%s: %s failed: %s (see the open-files limit logged at start)",
+                    self.directory,
+                    method.__name__,
+                    e,
+                )
+                raise LogOfflineError(self.directory, f"too many open files: {e}") from e
             self._fail(f"{method.__name__} failed: {e}")
             raise LogOfflineError(self.directory, self.offline or "") from e
+        except CorruptLogError as e:
+            self._corrupt(f"{method.__name__}: {e}")
+            raise LogOfflineError(self.directory, f"corrupt: {e}") from e
 
     wrapper.__name__ = method.__name__
     wrapper.__doc__ = method.__doc__
@@ -149,10 +249,12 @@ class PartitionLog:
         log_start_offset: int,
         epochs: LeaderEpochCache,
         topic_id: uuid.UUID | None,
+        cache: SegmentCache | None = None,
     ) -> None:
         self.fs = fs
         self.directory = directory
         self.config = config
+        self.cache = cache if cache is not None else SegmentCache()
         self.segments = segments
         self._bases = [s.base_offset for s in segments]
         self.log_start_offset = log_start_offset
@@ -167,6 +269,19 @@ class PartitionLog:
         self.unflushed_messages = 0
         self.last_flush_ms = 0
         self._dir_dirty = False
+        self._staged: list[FileHandle] = []
+        """Producer snapshot files written but not yet synced (the next flush does)."""
+        self._epochs_unsynced = False
+        """The leader-epoch checkpoint was rewritten and waits for the next flush."""
+        self.producer_snapshot: Callable[[], Iterable[SnapshotFields]] | None = None
+        """The owner's producer state as snapshot entries, asked for at each roll (Kafka
+        writes a producer snapshot then); None writes no snapshot."""
+        self.on_recovery_point_lowered: Callable[[], None] | None = None
+        """Called after a truncation lowered the recovery point: the owner of the
+        recovery-point checkpoint rewrites it at once, as Kafka's LogManager does, so
+        that a later start never trusts bytes written over the cut as durable."""
+        self.validated_bytes_at_open = 0
+        """How many bytes the start-up validated (the rest waits for the scrub)."""
         name = parse_partition_dir_name(basename(directory))
         self.topic, self.partition = name if name else (basename(directory), 0)
 
@@ -181,15 +296,20 @@ class PartitionLog:
         now_ms: int,
         topic_id: uuid.UUID | None = None,
         start_offset: int = 0,
+        cache: SegmentCache | None = None,
     ) -> PartitionLog:
         fs.makedirs(directory)
         if topic_id is not None:
             write_partition_metadata(fs, join(directory, PARTITION_METADATA), topic_id)
-        segment = LogSegment.create(fs, directory, start_offset, now_ms)
+        segment = LogSegment.create(fs, directory, start_offset, now_ms, cache)
+        segment.index_interval_bytes = config.index_interval_bytes
         segment.flush()
         fs.fsync_dir(directory)
         fs.fsync_dir(dirname(directory))
-        result = cls(fs, directory, config, [segment], start_offset, LeaderEpochCache(), topic_id)
+        result = cls(
+            fs, directory, config, [segment], start_offset, LeaderEpochCache(), topic_id, cache
+        )
+        segment.cache = result.cache
         result.last_flush_ms = now_ms
         return result
 
@@ -202,14 +322,26 @@ class PartitionLog:
         now_ms: int,
         recovery_point: int = 0,
         log_start_offset: int = 0,
+        *,
+        validate_all: bool = True,
+        cache: SegmentCache | None = None,
     ) -> PartitionLog:
-        """Open and recover a log: every batch is validated before anything is served.
+        """Open and recover a log.
 
         Past the recovery point a bad batch is expected after a crash: the tail from
         it on is moved to quarantine and cut, with a log line. Below the recovery point
         the data was known durable, so a bad batch there is corruption: the log opens
         offline and serves nothing.
+
+        With ``validate_all`` every batch is validated before anything is served.
+        Without it (the partitions of a log dir, ADR 0016) only the batches from the
+        recovery point on are: the segments below it are opened as they are (indexes
+        read when first used, checked where used), the leader-epoch cache below it
+        comes from its checkpoint (checked against the batches where each epoch
+        begins), and the scrub (:meth:`next_scrub_task`) validates the rest later. A
+        log found corrupt before (:data:`CORRUPT_MARKER`) is validated whole again.
         """
+        cache = cache if cache is not None else SegmentCache()
         topic_id = None
         metadata = join(directory, PARTITION_METADATA)
         if fs.exists(metadata):
@@ -225,25 +357,141 @@ class PartitionLog:
                 stem = name.split(".")[0]
                 if name.endswith(".tmp") or not stem.isdigit() or int(stem) not in bases:
                     fs.remove(join(directory, name))
-        segments = [LogSegment.open_existing(fs, directory, b, now_ms) for b in bases]
-        # The epoch cache is rebuilt from the batches during recovery (each batch
-        # carries its leader epoch), so a damaged or stale checkpoint cannot mislead it.
+        marker = join(directory, CORRUPT_MARKER)
+        found_corrupt = fs.exists(marker)
+        if found_corrupt and not validate_all:
+            log.warning(
+                "%s was found corrupt before (%s): validating every batch",
+                directory,
+                fs.read_file(marker).decode("utf-8", "replace").strip(),
+            )
+            validate_all = True
+        segments = [LogSegment.open_existing(fs, directory, b, now_ms, cache) for b in bases]
+        for segment, after in itertools.pairwise(segments):
+            # Claimed by the next file's name; validation or the scrub checks it.
+            segment.next_offset = after.base_offset
+        for segment in segments:
+            segment.index_interval_bytes = config.index_interval_bytes
         result = cls(
-            fs, directory, config, segments, log_start_offset, LeaderEpochCache(), topic_id
+            fs, directory, config, segments, log_start_offset, LeaderEpochCache(), topic_id, cache
         )
-        result._recover(recovery_point, now_ms)
+        result._recover(recovery_point, now_ms, validate_all)
+        if found_corrupt and result.offline is None:
+            log.warning(
+                "%s: every batch is valid again; the corruption found before is gone", directory
+            )
+            fs.remove(marker)
+            fs.fsync_dir(directory)
         return result
 
-    def _recover(self, recovery_point: int, now_ms: int) -> None:
+    def _recovery_start(self, recovery_point: int) -> tuple[int, int, int]:
+        """Where start-up validation begins: ``(segment index, position, offset)``.
+
+        The segment holding the recovery point, from its indexed batch at or before it
+        (whose header must match the entry; otherwise from the segment's start).
+        """
+        k = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
+        segment = self.segments[k]
+        if recovery_point <= segment.base_offset:
+            return k, 0, segment.base_offset
+        index = segment.try_index()
+        if index is None:
+            return k, 0, segment.base_offset
+        position, last_offset = index.floor(recovery_point)
+        if last_offset < 0:
+            return k, 0, segment.base_offset
+        try:
+            header = next(iter(segment.headers_from(position, segment.size)), None)
+        except CorruptLogError:
+            header = None  # the entry points at no batch: validate the whole segment
+        if (
+            header is None
+            or header.last_offset != last_offset
+            or header.end > segment.size
+            or header.base_offset < segment.base_offset
+        ):
+            return k, 0, segment.base_offset
+        return k, position, header.base_offset
+
+    def _checkpointed_epochs(self, start_offset: int) -> list[tuple[int, int]] | None:
+        """The leader-epoch checkpoint's entries below ``start_offset``, if they agree
+        with the batches where each epoch begins; None otherwise (validate everything).
+        """
+        path = join(self.directory, LEADER_EPOCH_CHECKPOINT)
+        if not self.fs.exists(path):
+            return None
+        try:
+            stored = read_leader_epoch_checkpoint(self.fs, path)
+        except CorruptLogError as e:
+            log.warning("%s: %s", self.directory, e)
+            return None
+        entries = [(epoch, start) for epoch, start in stored if start < start_offset]
+        cache = LeaderEpochCache()
+        try:
+            for epoch, start in entries:
+                cache.assign(epoch, start)
+        except InvariantError:
+            return None
+        first = max(self.log_start_offset, self.segments[0].base_offset)
+        checks = [(first, cache.epoch_for_offset(first), False)]
+        checks += [(start, epoch, True) for epoch, start in cache.entries() if start > first]
+        for offset, epoch, starts_there in checks:
+            if offset >= start_offset:
+                continue
+            header = self.segments[self._segment_index(offset)]._batch_at_or_after(offset)
+            if header is None or header.base_offset > offset:
+                return None
+            batch_epoch = header.partition_leader_epoch
+            if batch_epoch >= 0 and batch_epoch != epoch:
+                return None
+            if starts_there and header.base_offset != offset:
+                return None
+        return cache.entries()
+
+    def _recover(self, recovery_point: int, now_ms: int, validate_all: bool = True) -> None:
         if not self.segments:
             self._add_segment(max(self.log_start_offset, 0), now_ms)
-        kept: list[LogSegment] = []
+        k, start_position, start_offset = 0, 0, self.segments[0].base_offset
+        seed: list[tuple[int, int]] = []
+        if not validate_all:
+            try:
+                k, start_position, start_offset = self._recovery_start(recovery_point)
+                checkpointed = (
+                    self._checkpointed_epochs(start_offset) if k or start_position else []
+                )
+            except CorruptLogError as e:
+                log.warning("%s: %s; validating every batch", self.directory, e)
+                checkpointed = None
+            if checkpointed is None:
+                log.warning(
+                    "%s: the leader-epoch checkpoint does not match the batches below the "
+                    "recovery point; validating every batch to rebuild it",
+                    self.directory,
+                )
+                k, start_position, start_offset = 0, 0, self.segments[0].base_offset
+            else:
+                seed = checkpointed
+        for segment in self.segments[:k]:
+            segment.unverified_end = segment.size
+            segment.verified_from_offset = segment.next_offset
+        opened = len(self.segments)
+        kept: list[LogSegment] = list(self.segments[:k])
         transitions: list[tuple[int, int]] = []
-        for i, segment in enumerate(self.segments):
+        validated = 0
+        for i in range(k, len(self.segments)):
+            segment = self.segments[i]
             if kept and segment.base_offset != kept[-1].next_offset:
                 self._quarantine_segments(self.segments[i:], now_ms, "recovery: offset gap")
                 break
-            result = segment.recover(self.config.index_interval_bytes)
+            if i == k and start_position > 0:
+                segment.unverified_end = start_position
+                segment.verified_from_offset = start_offset
+                result = segment.recover(
+                    self.config.index_interval_bytes, start_position, start_offset
+                )
+            else:
+                result = segment.recover(self.config.index_interval_bytes)
+            validated += result.valid_bytes - (start_position if i == k else 0)
             transitions += result.epochs
             kept.append(segment)
             if result.problem is None:
@@ -251,12 +499,12 @@ class PartitionLog:
             # result.next_offset is the offset the bad batch should have started at: all
             # below the recovery point was known durable, so damage there is corruption.
             if result.next_offset < recovery_point:
-                self.offline = (
-                    f"corrupt batch below the recovery point {recovery_point} in "
+                point = "the log end" if recovery_point == END_OF_LOG else str(recovery_point)
+                self.recovery_point = recovery_point  # kept for the next checkpoint
+                self._corrupt(
+                    f"corrupt batch below the recovery point {point} in "
                     f"{segment.log_path}: {result.problem}"
                 )
-                self.recovery_point = recovery_point  # kept for the next checkpoint
-                log.error("partition %s is offline: %s", self.directory, self.offline)
                 break
             dropped = segment.size - result.valid_bytes
             log.warning(
@@ -273,19 +521,49 @@ class PartitionLog:
             segment.cut_to(result.valid_bytes)
             self._quarantine_segments(self.segments[i + 1 :], now_ms, "recovery: after a bad batch")
             break
+        self.validated_bytes_at_open = validated
+        recovered = kept[k:]
         self.segments = kept
         self._bases = [s.base_offset for s in kept]
         self.log_start_offset = max(self.log_start_offset, kept[0].base_offset)
-        self._rebuild_epochs(transitions)
-        if self.offline is None:
-            # What survived the crash is valid; make it durable before serving it.
-            for segment in self.segments:
-                segment.unflushed = True
-            self._dir_dirty = True
+        self._rebuild_epochs(transitions, seed)
+        if self.offline is not None:
+            return
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self.active.activate()
+        # What survived the crash past the recovery point is valid; make it durable
+        # before serving it. Below the recovery point it was durable already, so a
+        # clean start syncs nothing (a partition's fsyncs are most of its start).
+        for segment in recovered:
+            # (A segment cut at a torn tail is unflushed already: the cut must last.)
+            segment.unflushed = segment.unflushed or segment.next_offset > recovery_point
+        # Segments moved to quarantine must stay gone: new batches reuse their offsets.
+        if len(kept) < opened or any(segment.unflushed for segment in self.segments):
             self._flush_all()
-            self.last_flush_ms = now_ms
+        else:
+            # Nothing past the recovery point: the log is durable to its end. A
+            # rewritten epoch checkpoint (an epoch that wrote nothing, dropped) waits
+            # for the next flush, as every checkpoint write does.
+            self.recovery_point = self.log_end_offset
+        self.last_flush_ms = now_ms
 
-    def _rebuild_epochs(self, transitions: list[tuple[int, int]]) -> None:
+    def _corrupt(self, problem: str) -> None:
+        """Corruption found: the log goes offline, with a log line naming the file and
+        position, and stays offline across restarts while the damage is there."""
+        if self.offline is None:
+            self.offline = problem
+        log.error("partition %s is offline: %s", self.directory, problem)
+        try:
+            write_file_atomically(
+                self.fs, join(self.directory, CORRUPT_MARKER), (problem + "\n").encode()
+            )
+        except OSError as e:
+            log.error("%s: cannot record the corruption: %s", self.directory, e)
+
+    def _rebuild_epochs(
+        self, transitions: list[tuple[int, int]], seed: list[tuple[int, int]] | None = None
+    ) -> None:
+        self.epochs = LeaderEpochCache(seed)
         end = self.log_end_offset
         for epoch, start in transitions:
             if start >= end:
@@ -300,13 +578,17 @@ class PartitionLog:
                 )
                 continue
             self.epochs.assign(epoch, start)
+        self.epochs.truncate_from_end(end)
         self.epochs.truncate_from_start(self.log_start_offset)
         path = join(self.directory, LEADER_EPOCH_CHECKPOINT)
         try:
             on_disk = read_leader_epoch_checkpoint(self.fs, path)
         except CorruptLogError:
             on_disk = None
-        if on_disk != self.epochs.entries():
+        # Entries at the log end (an epoch that wrote nothing) are dropped at every load,
+        # so a file that differs only by them is not rewritten: one rename a partition
+        # is a good part of a clean start.
+        if on_disk is None or [e for e in on_disk if e[1] < end] != self.epochs.entries():
             self._write_epochs()
 
     def _quarantine_segments(self, segments: list[LogSegment], now_ms: int, why: str) -> None:
@@ -414,12 +696,49 @@ class PartitionLog:
             or now_ms - seg.created_ms >= cfg.segment_ms
             or last_offset - seg.base_offset > MAX_RELATIVE_OFFSET
         ):
-            self._add_segment(self.log_end_offset, now_ms)
+            end = self.log_end_offset
+            self._add_segment(end, now_ms)
+            self.stage_producer_snapshot(end)
 
     def _add_segment(self, base_offset: int, now_ms: int) -> None:
-        segment = LogSegment.create(self.fs, self.directory, base_offset, now_ms)
+        # The new files first: if they cannot be made (no descriptor left), the log
+        # keeps appending to the segment it has.
+        segment = LogSegment.create(self.fs, self.directory, base_offset, now_ms, self.cache)
+        segment.index_interval_bytes = self.config.index_interval_bytes
+        if self.segments:
+            self.active.deactivate()
         self.segments.append(segment)
         self._bases.append(base_offset)
+        self._dir_dirty = True
+
+    def stage_producer_snapshot(self, offset: int) -> None:
+        """Write the owner's producer state as the snapshot for ``offset`` (the log end:
+        a roll, a clean stop), synced by the next flush or at close.
+
+        Not synced here, so that a roll costs no fsync on the caller's thread: a crash
+        before the flush may leave the file torn or missing, and its CRC makes the
+        loader take the older snapshot then (as Kafka flushes its snapshot later too).
+        """
+        if self.producer_snapshot is None:
+            return
+        data = encode_snapshot(self.producer_snapshot())
+        path = join(self.directory, snapshot_file_name(offset))
+        tmp = path + ".tmp"
+        try:
+            handle = self.fs.open(tmp, create=True)
+        except OSError as e:
+            if e.errno not in _TOO_MANY_FILES:
+                raise
+            log.warning("%s: producer snapshot at %d not written: %s", self.directory, offset, e)
+            return
+        try:
+            handle.truncate(0)
+            handle.append(data)
+            self.fs.rename(tmp, path)
+        except BaseException:
+            handle.close()
+            raise
+        self._staged.append(handle)
         self._dir_dirty = True
 
     # --- Durability -----------------------------------------------------------------
@@ -456,15 +775,23 @@ class PartitionLog:
         ticket runs; they mark their segment unflushed again for the next flush.
         """
         handles = []
+        closing: list[FileHandle] = []
         for segment in self.segments:
             if segment.unflushed:
                 segment.unflushed = False
                 handles.append(segment.log)
+            closing += segment.take_index_handles()
+        closing += self._staged
+        self._staged = []
+        if self._epochs_unsynced:
+            self._epochs_unsynced = False
+            closing.append(self.fs.open(join(self.directory, LEADER_EPOCH_CHECKPOINT)))
+        handles += closing
         directory = self.directory if self._dir_dirty else None
         self._dir_dirty = False
         covered = self.unflushed_messages
         self.unflushed_messages = 0
-        return FlushTicket(self.fs, handles, directory, self.log_end_offset, covered)
+        return FlushTicket(self.fs, handles, directory, self.log_end_offset, covered, closing)
 
     @_guarded
     def finish_flush(self, ticket: FlushTicket, now_ms: int) -> int:
@@ -572,14 +899,21 @@ class PartitionLog:
         del self.segments[i + 1 :]
         del self._bases[i + 1 :]
         segment.truncate_to(offset)
+        segment.activate()
         self._dir_dirty = True
         # A cut below the log start (possible when the start lies inside the batch that
         # goes) leaves an empty log that starts where it now ends, as Kafka does.
         self.log_start_offset = min(self.log_start_offset, offset)
         if self.epochs.truncate_from_end(offset):
             self._write_epochs()
+        # Producer snapshots past the cut describe batches that are gone (Kafka's
+        # truncateAndReload deletes them too).
+        delete_snapshots_after(self.fs, self.directory, offset)
+        lowered = offset < self.recovery_point
         self.recovery_point = min(self.recovery_point, offset)
         self._flush_all()
+        if lowered and self.on_recovery_point_lowered is not None:
+            self.on_recovery_point_lowered()
         return moved
 
     @_guarded
@@ -599,8 +933,11 @@ class PartitionLog:
         self.log_start_offset = offset
         self.epochs.clear()
         self._write_epochs()
+        delete_snapshots_after(self.fs, self.directory, -1)
         self.recovery_point = offset
         self._flush_all()
+        if self.on_recovery_point_lowered is not None:
+            self.on_recovery_point_lowered()
         return moved
 
     def _quarantine_bytes(
@@ -693,18 +1030,203 @@ class PartitionLog:
                 self.log_start_offset = self.segments[0].base_offset
             if self.epochs.truncate_from_start(self.log_start_offset):
                 self._write_epochs()
+            self._delete_old_snapshots()
         return deleted
+
+    def _delete_old_snapshots(self) -> None:
+        """Producer snapshots of deleted segments go (Kafka deletes each deleted
+        segment's snapshot); the newest stays, whatever its offset, as it is the state
+        the next load starts from."""
+        snapshots = list_snapshots(self.fs, self.directory)
+        first = self.segments[0].base_offset
+        doomed = [s for s in snapshots[:-1] if s.offset < first]
+        for snapshot in doomed:
+            self.fs.remove(snapshot.path)
+        if doomed:
+            self.fs.fsync_dir(self.directory)
 
     # --- Housekeeping ---------------------------------------------------------------
 
     def _write_epochs(self) -> None:
+        # Replaced at once but synced by the next flush, with the batches: a leadership
+        # change of 1,000 partitions then costs no 3,000 fsyncs on the caller's thread.
+        # The recovery point passes a batch only once a flush after its epoch's entry
+        # has run, so below it the file is durable, which is where start-up trusts it
+        # (ADR 0016); a crash before may leave it old or torn, which start-up detects.
         write_leader_epoch_checkpoint(
-            self.fs, join(self.directory, LEADER_EPOCH_CHECKPOINT), self.epochs.entries()
+            self.fs,
+            join(self.directory, LEADER_EPOCH_CHECKPOINT),
+            self.epochs.entries(),
+            sync=False,
         )
+        self._epochs_unsynced = True
+        self._dir_dirty = True
 
-    def close(self) -> None:
+    def close(self, *, sync: bool = True) -> None:
+        """Let go of every file. With ``sync`` (a clean stop) the files the next start
+        trusts without reading them are synced first: the indexes that changed and the
+        producer snapshots not yet flushed."""
+        sync = sync and self.offline is None
         for segment in self.segments:
-            segment.close()
+            segment.close(sync_indexes=sync)
+        staged, self._staged = self._staged, []
+        try:
+            if sync and self._epochs_unsynced:
+                staged.append(self.fs.open(join(self.directory, LEADER_EPOCH_CHECKPOINT)))
+            if sync and staged:
+                for handle in staged:
+                    handle.fsync()
+                self.fs.fsync_dir(self.directory)
+        except OSError as e:
+            log.error("%s: cannot sync its snapshot and checkpoint files: %s", self.directory, e)
+        finally:
+            self._epochs_unsynced = False
+            for handle in staged:
+                handle.close()
+
+    # --- The scrub (ADR 0016) -------------------------------------------------------
+
+    def scrub_pending_bytes(self) -> int:
+        """Bytes not validated at start that the scrub has still to read."""
+        if self.offline is not None:
+            return 0
+        return sum(s.unverified_end - s.scrubbed_to for s in self.segments)
+
+    @_guarded
+    def next_scrub_task(self, max_bytes: int) -> ScrubTask | None:
+        """The next range of at most ``max_bytes`` (whole batches, at least one) to
+        validate, oldest first; None when nothing is left. Run it anywhere (a thread),
+        then hand the result to :meth:`finish_scrub` on the owner's thread."""
+        for segment in self.segments:
+            if segment.scrubbed_to < segment.unverified_end:
+                start = segment.scrubbed_to
+                return ScrubTask(
+                    segment=segment,
+                    handle=segment.log,
+                    generation=segment.generation,
+                    start=start,
+                    limit=min(segment.unverified_end, start + max(max_bytes, 1)),
+                    size=segment.size,
+                    expected=segment.scrub_expected,
+                )
+        return None
+
+    @_guarded
+    def finish_scrub(self, task: ScrubTask, result: ScrubResult) -> None:
+        """Record a scrub result: progress, or corruption (the log goes offline, with
+        the file and position). A result read while the segment changed (truncated,
+        deleted) is dropped; a problem is read again here before it is believed."""
+        segment = task.segment
+        if (
+            segment.deleted
+            or segment.generation != task.generation
+            or self._segment_index(segment.base_offset) >= len(self.segments)
+            or self.segments[self._segment_index(segment.base_offset)] is not segment
+        ):
+            return
+        if result.error is not None:
+            raise result.error
+        if result.check.problem is not None:
+            # On this thread nothing changes the file while it is read again.
+            again = task.run()
+            if again.error is not None:
+                raise again.error
+            if again.check.problem is not None:
+                self._corrupt(f"scrub: corrupt batch in {segment.log_path}: {again.check.problem}")
+                return
+            result = again
+        check = result.check
+        end = check.position
+        if end > segment.unverified_end or (
+            end == segment.unverified_end and check.next_offset != segment.verified_from_offset
+        ):
+            self._corrupt(
+                f"scrub: {segment.log_path} at position {end}: the batches below the "
+                f"recovery point end at offset {check.next_offset}, the next batch starts "
+                f"at {segment.verified_from_offset}"
+            )
+            return
+        for h in result.headers:
+            if h.partition_leader_epoch < 0 or h.next_offset <= self.log_start_offset:
+                continue
+            cached = self.epochs.epoch_for_offset(max(h.base_offset, self.log_start_offset))
+            if cached != h.partition_leader_epoch:
+                self._corrupt(
+                    f"scrub: the batch at position {h.position} of {segment.log_path} "
+                    f"(offset {h.base_offset}) has leader epoch {h.partition_leader_epoch}, "
+                    f"the leader-epoch checkpoint says {cached}; remove "
+                    f"{LEADER_EPOCH_CHECKPOINT} to rebuild it from the batches at the "
+                    "next start"
+                )
+                return
+        self._check_indexes(segment, task, result)
+        segment.scrubbed_to = end
+        segment.scrub_expected = check.next_offset
+        if end == segment.unverified_end:
+            whole = segment.unverified_end == segment.size
+            segment.unverified_end = segment.scrubbed_to = 0
+            running = segment.scrub_max_timestamp
+            # Below the recovery point only part of the segment was unread: its largest
+            # timestamp is then the larger of the two parts'.
+            if whole or running > segment.max_timestamp:
+                segment.max_timestamp = running
+
+    def _check_indexes(self, segment: LogSegment, task: ScrubTask, result: ScrubResult) -> None:
+        """The index entries in the scrubbed range must name batch boundaries and, for
+        the time index, the largest timestamp so far; a stale index is rebuilt."""
+        running = segment.scrub_max_timestamp if task.start else -1
+        largest_at: dict[int, int] = {}
+        boundaries: dict[int, int] = {}
+        for h in result.headers:
+            running = max(running, h.max_timestamp)
+            largest_at[h.last_offset] = running
+            boundaries[h.position] = h.last_offset
+        segment.scrub_max_timestamp = running
+        if not result.headers:
+            return
+        stale = next(
+            (
+                f"offset index entry ({last}, {position})"
+                for last, position in segment.index.entries_between(
+                    task.start, result.check.position
+                )
+                if boundaries.get(position) != last
+            ),
+            None,
+        )
+        if stale is None:
+            first, last = result.headers[0].base_offset, result.headers[-1].last_offset
+            stale = next(
+                (
+                    f"time index entry ({timestamp}, {offset})"
+                    for timestamp, offset in segment.time_index.entries_between(first, last)
+                    if largest_at.get(offset) != timestamp
+                ),
+                None,
+            )
+        if stale is not None:
+            segment.rebuild_indexes(f"the scrub found a stale {stale}")
+
+    # --- Reading batch headers --------------------------------------------------------
+
+    @_guarded
+    def read_headers(self, offset: int, max_count: int) -> list[BatchHeader]:
+        """Up to ``max_count`` batch headers from the batch holding ``offset``, in order
+        (empty at the log end): what a producer-state replay needs, without the data."""
+        found: list[BatchHeader] = []
+        i = self._segment_index(offset)
+        while i < len(self.segments) and len(found) < max_count:
+            segment = self.segments[i]
+            if offset < segment.next_offset:
+                position = segment.position_of(max(offset, segment.base_offset))
+                for h in segment.headers_from(position, segment.size):
+                    found.append(h)
+                    if len(found) >= max_count:
+                        break
+                if found:
+                    offset = found[-1].next_offset
+            i += 1
+        return found
 
     def check_consistency(self) -> None:
         """Raise CorruptLogError if the in-memory view disagrees with itself (tests)."""

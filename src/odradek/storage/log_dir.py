@@ -3,8 +3,11 @@
 ``format`` writes ``meta.properties`` (cluster id, node id, directory id); ``open``
 refuses a dir that was never formatted or belongs to another cluster or node, then
 opens and recovers every partition folder with the recovery point and log start offset
-from the dir's checkpoints. Checkpoints are written by the owner on a schedule and on
-clean shutdown; each write is atomic.
+from the dir's checkpoints: each log is validated from its recovery point on, the rest
+left to the scrub (ADR 0016). Checkpoints are written by the owner on a schedule, on
+clean shutdown and after a truncation lowered a recovery point; each write is atomic.
+The logs of a dir share one :class:`~odradek.storage.segment.SegmentCache`, which
+bounds the files their older segments hold open.
 """
 
 from __future__ import annotations
@@ -28,11 +31,13 @@ from odradek.storage.checkpoint import (
 )
 from odradek.storage.fs import MAX_NAME_BYTES, FileSystem, dirname, join
 from odradek.storage.log import (
+    END_OF_LOG,
     LogConfig,
     PartitionLog,
     parse_partition_dir_name,
     partition_dir_name,
 )
+from odradek.storage.segment import DEFAULT_OPEN_SEGMENTS, SegmentCache
 
 log = logging.getLogger("odradek.storage")
 
@@ -85,11 +90,18 @@ class LogDir:
     hide the failure.
     """
 
-    def __init__(self, fs: FileSystem, path: str, meta: MetaProperties) -> None:
+    def __init__(
+        self,
+        fs: FileSystem,
+        path: str,
+        meta: MetaProperties,
+        open_segments: int = DEFAULT_OPEN_SEGMENTS,
+    ) -> None:
         self.fs = fs
         self.path = path
         self.meta = meta
         self.logs: dict[TopicPartition, PartitionLog] = {}
+        self.cache = SegmentCache(open_segments)
         self._deletions = 0
         self.offline: str | None = None
         """Why this dir failed, or None while it works."""
@@ -138,9 +150,17 @@ class LogDir:
         config_for: Callable[[str], LogConfig],
         now_ms: int,
         skip: Collection[str] = (),
+        clean_shutdown: bool = False,
+        open_segments: int = DEFAULT_OPEN_SEGMENTS,
     ) -> LogDir:
         """Open every partition folder but those named in ``skip`` (the metadata log,
-        which its owner opens itself)."""
+        which its owner opens itself).
+
+        ``clean_shutdown`` (Kafka's clean shutdown file was there) means every file is
+        as a clean stop left it: a log the recovery-point checkpoint does not name (a
+        damaged checkpoint) is then durable to its end, where after a crash it would be
+        validated from its start. ``open_segments`` bounds the older segments whose
+        files are open at a time (:class:`~odradek.storage.segment.SegmentCache`)."""
         meta_path = join(path, META_PROPERTIES)
         if not fs.exists(meta_path):
             raise ConfigError(f"{path} is not formatted: run `odradek storage format` first")
@@ -149,7 +169,7 @@ class LogDir:
             raise ConfigError(f"{path} belongs to node {meta.node_id}, not node {node_id}")
         if cluster_id is not None and meta.cluster_id != cluster_id:
             raise ConfigError(f"{path} belongs to cluster {meta.cluster_id}, not {cluster_id}")
-        result = cls(fs, path, meta)
+        result = cls(fs, path, meta, open_segments)
         recovery_points = _read_or_recover(fs, join(path, RECOVERY_POINT_CHECKPOINT))
         log_starts = _read_or_recover(fs, join(path, LOG_START_CHECKPOINT))
         for name in fs.listdir(path):
@@ -161,17 +181,18 @@ class LogDir:
             parsed = parse_partition_dir_name(name)
             if parsed is None or name in skip or not fs.is_dir(full):
                 continue
-            result.adopt(
-                parsed,
-                PartitionLog.open(
-                    fs,
-                    full,
-                    config_for(parsed[0]),
-                    now_ms,
-                    recovery_point=recovery_points.get(parsed, 0),
-                    log_start_offset=log_starts.get(parsed, 0),
-                ),
+            opened = PartitionLog.open(
+                fs,
+                full,
+                config_for(parsed[0]),
+                now_ms,
+                recovery_point=recovery_points.get(parsed, END_OF_LOG if clean_shutdown else 0),
+                log_start_offset=log_starts.get(parsed, 0),
+                validate_all=False,
+                cache=result.cache,
             )
+            opened.on_recovery_point_lowered = result.checkpoint
+            result.adopt(parsed, opened)
         fs.fsync_dir(path)
         return result
 
@@ -195,9 +216,11 @@ class LogDir:
                 config,
                 now_ms,
                 topic_id,
+                cache=self.cache,
             )
         except OSError as e:
             raise self._guard(f"creating {topic}-{partition}", e) from e
+        created.on_recovery_point_lowered = self.checkpoint
         self.adopt(key, created)
         return created
 
@@ -218,7 +241,8 @@ class LogDir:
         victims: list[tuple[PartitionLog, str, int]] = []
         for topic, partition in keys:
             victim = self.logs.pop((topic, partition))
-            victim.close()
+            victim.on_recovery_point_lowered = None
+            victim.close(sync=False)
             victims.append((victim, topic, partition))
         if not victims:
             return
@@ -284,6 +308,9 @@ class LogDir:
     def close(self) -> None:
         for partition_log in self.logs.values():
             partition_log.close()
+
+    def scrub_pending_bytes(self) -> int:
+        return sum(partition_log.scrub_pending_bytes() for partition_log in self.logs.values())
 
 
 def _read_or_recover(fs: FileSystem, path: str) -> dict[TopicPartition, int]:
