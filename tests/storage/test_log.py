@@ -432,3 +432,16 @@ def test_a_flush_covers_every_append_since_the_last_one() -> None:
     assert disk.fsyncs == before  # appends alone never sync
     log.flush(0)
     assert disk.fsyncs - before <= 3  # one per file of the segment: group commit
+
+
+def test_a_partition_dir_left_without_a_segment_opens_as_an_empty_log() -> None:
+    """A crash between creating a partition's directory and its first segment (a node
+    stopped while it hosted a topic's partitions) left a directory that stopped the
+    node's next start with an IndexError."""
+    disk = new_disk()
+    disk.makedirs(DIR)
+    disk.fsync_dir("data")
+    opened = reopen(disk)
+    assert (opened.log_start_offset, opened.log_end_offset) == (0, 0)
+    opened.append_as_leader(memoryview(batch()), 0, 0)
+    assert opened.log_end_offset == 3

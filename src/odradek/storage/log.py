@@ -260,7 +260,9 @@ class PartitionLog:
         self.log_start_offset = log_start_offset
         self.epochs = epochs
         self.topic_id = topic_id
-        self.recovery_point = self.log_end_offset
+        # No segment at all: a crash came between creating the partition's directory and
+        # its first segment; recovery starts the log at its log start.
+        self.recovery_point = self.log_end_offset if segments else log_start_offset
         self.offline: str | None = None
         self.on_io_error: Callable[[PartitionLog, str], None] | None = None
         """Told when an I/O error takes this log offline: its log dir's owner takes the
