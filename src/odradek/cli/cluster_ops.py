@@ -331,6 +331,13 @@ async def _progress(
     tty = sys.stdout.isatty()
     while True:
         running = {k: v for k, v in (await ongoing(client)).items() if k in keys}
+        # Done means the replicas are the target, not only that none is listed as moving:
+        # the broker answering may not have applied the reassignment yet (it lists
+        # nothing just after the alter), and the partitions would pass for done at once.
+        current = await cluster_view(client)
+        for key, target in plan.assignments.items():
+            if key not in running and current.replicas.get(key) != list(target):
+                running[key] = (list(target), [], [])
         done_bytes = sum(sizes.get(k, 0) for k, _, _ in plan.moves if k not in running)
         adding_brokers = {b for _, (_, adding, _) in running.items() for b in adding}
         for broker in sorted(adding_brokers):
