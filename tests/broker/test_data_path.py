@@ -602,6 +602,26 @@ def test_a_create_time_batch_gets_its_records_max_timestamp() -> None:
     assert h.fetch("t", 3).records.read()[16:] == right[16:]
 
 
+def test_list_offsets_by_time_on_a_log_append_time_topic() -> None:
+    h = Harness()
+    h.create("t", configs={"message.timestamp.type": "LogAppendTime"})
+    for i in range(3):
+        h.state.now_ms = NOW_MS + i * 1000
+        assert produced(h, "t", batch(2)).error_code == ErrorCode.NONE
+    request = ListOffsetsRequest(
+        replica_id=-1,
+        topics=[
+            ListOffsetsTopic(
+                name="t", partitions=[ListOffsetsPartition(partition_index=0, timestamp=NOW_MS + 1)]
+            )
+        ],
+    )
+    response = h.carry(handle_list_offsets(h.state, header(2, 7), request))
+    found = response.topics[0].partitions[0]
+    # Every record of the second batch has its append time, whatever its own field says.
+    assert (found.offset, found.timestamp) == (2, NOW_MS + 1000)
+
+
 def test_an_idempotent_retry_on_a_log_append_time_topic_gets_the_first_append_time() -> None:
     h = Harness()
     h.create("t", configs={"message.timestamp.type": "LogAppendTime"})
