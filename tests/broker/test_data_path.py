@@ -7,15 +7,25 @@ from typing import Any
 
 import pytest
 
-from odradek.broker.effects import AwaitData, AwaitFlush, CommitRecords, NoReply, Outcome, Reply
+from odradek.broker.effects import (
+    AwaitData,
+    AwaitFlush,
+    AwaitRecordCheck,
+    CommitRecords,
+    NoReply,
+    Outcome,
+    Reply,
+)
 from odradek.broker.fetch import handle_fetch
 from odradek.broker.list_offsets import handle_list_offsets
 from odradek.broker.partition import LocalPartition
 from odradek.broker.produce import handle_produce
 from odradek.broker.state import BrokerSettings, BrokerState
+from odradek.broker.topic_config import effective_record_policy
 from odradek.broker.topics import handle_create_topics, handle_metadata
 from odradek.controller.image import MetadataImage
 from odradek.core.errors import LogOfflineError
+from odradek.protocol import record_batch as rb
 from odradek.protocol.api import RequestHeader
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import (
@@ -30,21 +40,35 @@ from odradek.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from odradek.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 from odradek.protocol.messages.metadata_request import MetadataRequestTopic
 from odradek.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
+from odradek.protocol.metadata import ConfigRecord
 from odradek.protocol.record_batch import (
     Compression,
+    DecompressBuffer,
     Record,
+    TimestampType,
+    decode_records,
     encode_batch,
     encode_control_batch,
     iter_batches,
+    validate_batch,
 )
 from odradek.storage.log import LogConfig, PartitionLog
 from odradek.testing.sim_disk import SimDisk
+from tests.broker.harness import roundtrip, server_config
+from tests.protocol.test_record_scan import forge, raw_record
+
+DECOMPRESS_LIMIT = 8 << 20
+"""The decompression bound of the harness's record-check "thread" (the shell's is
+socket.request.max.bytes); the event loop's is the state's, 4 MiB."""
 
 
 class Harness:
     """A broker state whose metadata commits and flushes are carried out at once."""
 
-    def __init__(self, flush_before_ack: bool = True) -> None:
+    def __init__(
+        self, flush_before_ack: bool = True, properties: dict[str, str] | None = None
+    ) -> None:
+        self.server = server_config(properties)
         self.disk = SimDisk(random.Random(0))
         self.disk.makedirs("data")
         self.state = BrokerState(
@@ -83,6 +107,11 @@ class Harness:
                 outcome = outcome.then(frozenset(failed))
             elif isinstance(outcome, AwaitData):
                 outcome = outcome.then(True)
+            elif isinstance(outcome, AwaitRecordCheck):
+                # The shell runs the check on its record-check thread; the result is the same.
+                outcome = outcome.then(outcome.check(DecompressBuffer(DECOMPRESS_LIMIT)))
+            else:
+                raise AssertionError(f"the harness cannot carry {outcome!r}")
 
     def sync(self) -> None:
         for topic in self.state.image.topics_by_name.values():
@@ -99,11 +128,24 @@ class Harness:
                         log,
                         p.leader_epoch,
                         self.state.settings.flush_before_ack,
+                        # As the shell does: from the topic's configs and the broker's.
+                        record_policy=effective_record_policy(
+                            self.server, self.state.image.configs, topic.name, 1
+                        ),
                     )
 
-    def create(self, name: str, partitions: int = 1) -> None:
+    def create(self, name: str, partitions: int = 1, configs: dict[str, str] | None = None) -> None:
         request = CreateTopicsRequest(
-            topics=[CreatableTopic(name=name, num_partitions=partitions, replication_factor=1)]
+            topics=[
+                CreatableTopic(
+                    name=name,
+                    num_partitions=partitions,
+                    replication_factor=1,
+                    configs=[
+                        CreatableTopicConfig(name=k, value=v) for k, v in (configs or {}).items()
+                    ],
+                )
+            ]
         )
         response = self.carry(handle_create_topics(self.state, header(19, 7), request))
         assert response.topics[0].error_code == ErrorCode.NONE
@@ -394,3 +436,251 @@ def test_acks_all_is_not_acknowledged_when_leadership_moves_during_the_flush() -
     response = h.carry(outcome)
     result = response.responses[0].partition_responses[0]
     assert result.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+# Record validation (Kafka's LogValidator) ----------------------------------------------
+
+NOW_MS = 1_700_000_000_000
+
+
+def produced(h: Harness, topic: str, records: bytes, acks: int = -1) -> Any:
+    """The partition result of producing ``records``, as a v9 client reads it."""
+    response = roundtrip(h.carry(h.produce(topic, records, acks=acks)), 9)
+    return response.responses[0].partition_responses[0]
+
+
+def timed(*timestamps: int, **kwargs: Any) -> bytes:
+    return encode_batch(
+        [Record(offset_delta=i, timestamp=t, value=b"v") for i, t in enumerate(timestamps)],
+        **kwargs,
+    )
+
+
+@pytest.mark.parametrize(
+    ("records", "problem"),
+    [
+        # Uncompressed: the count says three, two are there.
+        (
+            forge(raw_record(0, value=b"x" * 20) + raw_record(1, value=b"x" * 20), count=3),
+            "BAD_RECORD_COUNT",
+        ),
+        # The issue's case: a compressed batch claiming 2^31 - 1 records over a tiny body.
+        (forge(raw_record(0), count=2**31 - 1, compression=Compression.ZSTD), "BAD_RECORD_COUNT"),
+        (forge(raw_record(0) + raw_record(2), count=2, last_offset_delta=1), "BAD_OFFSET_DELTA"),
+        (forge(raw_record(0, extra=b"\x00\x00"), count=1), "BAD_RECORDS"),
+        (
+            forge(raw_record(0) + b"\x00" * 7, count=1, compression=Compression.LZ4),
+            "BAD_RECORD_COUNT",
+        ),
+    ],
+)
+def test_batches_that_lie_about_their_records_are_refused(records: bytes, problem: str) -> None:
+    h = Harness()
+    h.create("t")
+    result = produced(h, "t", records)
+    assert result.error_code == ErrorCode.INVALID_RECORD
+    assert problem in result.error_message
+    log = h.state.partitions[("t", 0)].log
+    assert log.log_end_offset == 0  # nothing stored, the offsets did not jump
+    assert produced(h, "t", batch(2)).base_offset == 0
+
+
+def test_a_compressed_batch_too_large_once_decompressed_is_message_too_large() -> None:
+    h = Harness()
+    h.create("t")
+    bomb = encode_batch(
+        [Record(offset_delta=0, timestamp=1000, value=bytes(4 * DECOMPRESS_LIMIT))],
+        compression=Compression.ZSTD,
+    )
+    result = produced(h, "t", bomb)
+    assert result.error_code == ErrorCode.MESSAGE_TOO_LARGE
+    assert "DECOMPRESSED_TOO_LARGE" in result.error_message
+
+
+def test_timestamps_out_of_bounds_are_refused_per_record() -> None:
+    h = Harness()
+    h.create("t", configs={"message.timestamp.before.max.ms": "60000"})
+    h.state.now_ms = NOW_MS
+    hour = 3_600_000
+    records = timed(NOW_MS, NOW_MS + hour + 1, NOW_MS - 60_000, NOW_MS - 60_001, NOW_MS + hour)
+    result = produced(h, "t", records)
+    assert result.error_code == ErrorCode.INVALID_TIMESTAMP
+    assert result.error_message == "One or more records have been rejected due to invalid timestamp"
+    assert [e.batch_index for e in result.record_errors] == [1, 3]
+    assert (
+        f"[{NOW_MS - 60_000}, {NOW_MS + hour}]" in result.record_errors[0].batch_index_error_message
+    )
+    assert h.state.partitions[("t", 0)].log.log_end_offset == 0
+    # The same bounds on a compressed batch, decompressed and checked at once.
+    zipped = timed(NOW_MS, NOW_MS + 2 * hour, compression=Compression.LZ4)
+    assert isinstance(h.produce("t", zipped), Reply)
+    result = produced(h, "t", zipped)
+    assert (result.error_code, [e.batch_index for e in result.record_errors]) == (
+        ErrorCode.INVALID_TIMESTAMP,
+        [1],
+    )
+
+
+def test_records_without_a_timestamp_are_not_held_to_the_bounds() -> None:
+    h = Harness()
+    h.create("t", configs={"message.timestamp.before.max.ms": "0"})
+    h.state.now_ms = NOW_MS
+    assert produced(h, "t", timed(-1, -1)).error_code == ErrorCode.NONE
+
+
+def test_broker_default_timestamp_bound_applies() -> None:
+    h = Harness(properties={"log.message.timestamp.after.max.ms": "0"})
+    h.create("t")
+    h.state.now_ms = NOW_MS
+    assert produced(h, "t", timed(NOW_MS + 1)).error_code == ErrorCode.INVALID_TIMESTAMP
+    assert produced(h, "t", timed(NOW_MS)).error_code == ErrorCode.NONE
+
+
+def test_a_client_batch_claiming_log_append_time_is_refused() -> None:
+    h = Harness()
+    h.create("t")
+    records = batch(2, timestamp_type=TimestampType.LOG_APPEND_TIME)
+    result = produced(h, "t", records)
+    assert result.error_code == ErrorCode.INVALID_TIMESTAMP
+    assert [e.batch_index for e in result.record_errors] == [0, 1]
+
+
+def test_a_compacted_topic_refuses_records_without_a_key() -> None:
+    h = Harness()
+    h.create("c")
+    # New topics may not be compacted yet, but a stored policy (an earlier build's, or an
+    # internal topic's) is read as Kafka reads it: every record needs a key.
+    h.state.image.replay(
+        ConfigRecord(resource_type=2, resource_name="c", name="cleanup.policy", value="compact"),
+        h.offset,
+    )
+    h.state.partitions[("c", 0)].record_policy = effective_record_policy(
+        h.server, h.state.image.configs, "c", 1
+    )
+    records = encode_batch(
+        [
+            Record(offset_delta=0, timestamp=1000, key=b"k", value=b"v"),
+            Record(offset_delta=1, timestamp=1000, key=None, value=b"v"),
+        ]
+    )
+    result = produced(h, "c", records)
+    assert result.error_code == ErrorCode.INVALID_RECORD
+    assert [e.batch_index for e in result.record_errors] == [1]
+    assert "Compacted topic cannot accept message without key" in result.error_message
+
+
+@pytest.mark.parametrize("compression", [Compression.NONE, Compression.ZSTD])
+def test_log_append_time_is_set_in_place_and_answered(compression: Compression) -> None:
+    h = Harness()
+    h.create("t", configs={"message.timestamp.type": "LogAppendTime"})
+    h.state.now_ms = NOW_MS
+    original = batch(3, compression=compression)
+    result = produced(h, "t", original)
+    assert (result.error_code, result.log_append_time_ms) == (ErrorCode.NONE, NOW_MS)
+    stored = bytearray(h.fetch("t", 0).records.read())
+    header = validate_batch(stored)  # the CRC was rewritten with the fields
+    assert header.timestamp_type == TimestampType.LOG_APPEND_TIME
+    assert header.max_timestamp == NOW_MS
+    # Nothing else changed: the same records, the same compressed bytes.
+    assert stored[rb.RECORDS_OFFSET :] == original[rb.RECORDS_OFFSET :]
+    assert [r.timestamp for r in decode_records(stored)] == [1000, 1001, 1002]
+
+
+def test_a_create_time_batch_gets_its_records_max_timestamp() -> None:
+    h = Harness()
+    h.create("t")
+    # A producer's lie about its max timestamp, with a CRC that covers the lie.
+    forged = bytearray(timed(1000, 3000, 2000))
+    rb.set_max_timestamp(forged, 0, TimestampType.CREATE_TIME, 9_999_999_999_999)
+    assert produced(h, "t", bytes(forged)).error_code == ErrorCode.NONE
+    stored = validate_batch(h.fetch("t", 0).records.read())
+    assert stored.max_timestamp == 3000
+    assert h.state.partitions[("t", 0)].log.segments[0].max_timestamp == 3000
+    # A batch whose producer computed it is stored byte for byte.
+    right = timed(5000, 4000)
+    assert produced(h, "t", right).error_code == ErrorCode.NONE
+    assert h.fetch("t", 3).records.read()[16:] == right[16:]
+
+
+def test_list_offsets_by_time_on_a_log_append_time_topic() -> None:
+    h = Harness()
+    h.create("t", configs={"message.timestamp.type": "LogAppendTime"})
+    for i in range(3):
+        h.state.now_ms = NOW_MS + i * 1000
+        assert produced(h, "t", batch(2)).error_code == ErrorCode.NONE
+    request = ListOffsetsRequest(
+        replica_id=-1,
+        topics=[
+            ListOffsetsTopic(
+                name="t", partitions=[ListOffsetsPartition(partition_index=0, timestamp=NOW_MS + 1)]
+            )
+        ],
+    )
+    response = h.carry(handle_list_offsets(h.state, header(2, 7), request))
+    found = response.topics[0].partitions[0]
+    # Every record of the second batch has its append time, whatever its own field says.
+    assert (found.offset, found.timestamp) == (2, NOW_MS + 1000)
+
+
+def test_an_idempotent_retry_on_a_log_append_time_topic_gets_the_first_append_time() -> None:
+    h = Harness()
+    h.create("t", configs={"message.timestamp.type": "LogAppendTime"})
+    records = batch(2, producer_id=7, producer_epoch=0, base_sequence=0)
+    h.state.now_ms = NOW_MS
+    assert produced(h, "t", records).log_append_time_ms == NOW_MS
+    h.state.now_ms = NOW_MS + 500
+    retry = produced(h, "t", records)
+    assert (retry.error_code, retry.base_offset, retry.log_append_time_ms) == (
+        ErrorCode.NONE,
+        0,
+        NOW_MS,
+    )
+
+
+def test_create_time_answers_no_log_append_time() -> None:
+    h = Harness()
+    h.create("t")
+    h.state.now_ms = NOW_MS
+    assert produced(h, "t", batch()).log_append_time_ms == -1
+
+
+def large(records: int = 1, value: int = 5 << 20) -> bytes:
+    """A zstd batch of a few KiB whose records decompress to ``value`` bytes and more."""
+    return encode_batch(
+        [Record(offset_delta=i, timestamp=1000, value=bytes(value)) for i in range(records)],
+        compression=Compression.ZSTD,
+    )
+
+
+def test_which_checks_leave_the_event_loop() -> None:
+    h = Harness()
+    h.create("t")
+    # Small batches, compressed or not: checked at once, the flush is next.
+    assert isinstance(h.produce("t", batch(3)), AwaitFlush)
+    assert isinstance(h.produce("t", batch(3, compression=Compression.LZ4)), AwaitFlush)
+    # More records than the loop should walk, or more bytes than it should decompress:
+    # the record-check thread.
+    h.state.partitions[("t", 0)].max_message_bytes = 1 << 20
+    many = encode_batch([Record(offset_delta=i, timestamp=1000) for i in range(8193)])
+    for records, count in ((many, 8193), (large(), 1)):
+        end = h.state.partitions[("t", 0)].log.log_end_offset
+        outcome = h.produce("t", records)
+        assert isinstance(outcome, AwaitRecordCheck)
+        assert h.carry(outcome).responses[0].partition_responses[0].error_code == ErrorCode.NONE
+        assert h.state.partitions[("t", 0)].log.log_end_offset == end + count
+
+
+def test_leadership_moving_during_the_record_check_appends_nothing() -> None:
+    h = Harness()
+    h.create("t")
+    outcome = h.produce("t", large())
+    assert isinstance(outcome, AwaitRecordCheck)
+    old = h.state.partitions[("t", 0)]
+    h.state.partitions[("t", 0)] = LocalPartition(
+        "t", 0, old.topic_id, old.log, old.leader_epoch + 1, True, is_leader=False
+    )
+    response = h.carry(outcome)
+    assert response.responses[0].partition_responses[0].error_code == (
+        ErrorCode.NOT_LEADER_OR_FOLLOWER
+    )
+    assert old.log.log_end_offset == 0

@@ -17,6 +17,7 @@ from odradek.broker.topic_config import (
     ConfigSource,
     ConfigSynonym,
     effective_log_config,
+    effective_record_policy,
     effective_topic_config,
     effective_topic_value,
     refuse_unapplied_configs,
@@ -28,6 +29,7 @@ from odradek.broker.topic_config import (
 )
 from odradek.controller.image import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from odradek.core.errors import ConfigError
+from odradek.protocol.record_batch import TimestampType
 from odradek.storage.log import LogConfig
 
 BASE = {
@@ -99,6 +101,8 @@ def test_unknown_topic_key_is_refused_by_name() -> None:
         ("compression.type", "brotli", "one of"),
         ("min.insync.replicas", "0", "at least 1"),
         ("message.timestamp.type", "createtime", "one of"),
+        ("message.timestamp.after.max.ms", "-1", "at least 0"),
+        ("message.timestamp.before.max.ms", "-5", "at least 0"),
         ("unclean.leader.election.enable", "maybe", "true or false"),
         ("min.cleanable.dirty.ratio", "1.5", "no more than 1"),
         ("max.message.bytes", "99999999999", "INT"),
@@ -507,4 +511,52 @@ def test_effective_topic_value_for_max_message_bytes_and_errors() -> None:
     with pytest.raises(ConfigError, match=r"max\.message\.bytes"):
         effective_topic_value(
             srv, image_configs(topic={"max.message.bytes": "x"}), "t", 1, "max.message.bytes"
+        )
+
+
+def test_timestamp_bounds_have_kafka_4_defaults_and_broker_synonyms() -> None:
+    entries = by_name(effective_topic_config(server(), {}))
+    # Kafka 4: a record may be up to an hour ahead of the broker, and any age.
+    assert entries["message.timestamp.after.max.ms"].value == "3600000"
+    assert entries["message.timestamp.before.max.ms"].value == str(2**63 - 1)
+    assert TOPIC_CONFIG_SYNONYMS["message.timestamp.after.max.ms"][0].name == (
+        "log.message.timestamp.after.max.ms"
+    )
+    assert TOPIC_CONFIG_SYNONYMS["message.timestamp.before.max.ms"][0].name == (
+        "log.message.timestamp.before.max.ms"
+    )
+    assert "log.message.timestamp.after.max.ms" in DYNAMIC_BROKER_TOPIC_KEYS
+    assert "log.message.timestamp.before.max.ms" in DYNAMIC_BROKER_TOPIC_KEYS
+
+
+def test_record_policy_of_a_default_topic() -> None:
+    policy = effective_record_policy(server(), {}, "t", 1)
+    assert policy.timestamp_type == TimestampType.CREATE_TIME
+    assert (policy.timestamp_before_max_ms, policy.timestamp_after_max_ms) == (
+        2**63 - 1,
+        3_600_000,
+    )
+    assert not policy.keys_required
+
+
+def test_record_policy_follows_topic_broker_and_static_layers() -> None:
+    srv = server(
+        log_message_timestamp_type="LogAppendTime",
+        log_message_timestamp_after_max_ms="1000",
+    )
+    policy = effective_record_policy(srv, {}, "t", 1)
+    assert policy.timestamp_type == TimestampType.LOG_APPEND_TIME
+    assert policy.timestamp_after_max_ms == 1000
+    configs = image_configs(
+        topic={"message.timestamp.type": "CreateTime", "cleanup.policy": "compact,delete"},
+        default={"log.message.timestamp.before.max.ms": "60000"},
+    )
+    policy = effective_record_policy(srv, configs, "t", 1)
+    assert policy.timestamp_type == TimestampType.CREATE_TIME  # the topic's own
+    assert policy.timestamp_before_max_ms == 60_000  # the cluster default
+    assert policy.timestamp_after_max_ms == 1000  # server.properties
+    assert policy.keys_required  # compact: every record needs a key
+    with pytest.raises(ConfigError, match=r"message\.timestamp\.after\.max\.ms"):
+        effective_record_policy(
+            srv, image_configs(topic={"message.timestamp.after.max.ms": "soon"}), "t", 1
         )

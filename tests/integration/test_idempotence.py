@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,8 @@ def test_a_retry_after_a_clean_restart_is_not_appended_twice(tmp_path: Path) -> 
             22, 4, InitProducerIdRequest(transactional_id=None, transaction_timeout_ms=-1)
         )
         assert init.error_code == ErrorCode.NONE and init.producer_id >= 0
-        now = 4_000_000_000_000  # far in the future: the producer never looks expired
+        # The producer's clock: within message.timestamp.after.max.ms of the node's.
+        now = int(time.time() * 1000)
 
         def batch(sequence: int) -> bytes:
             return encode_batch(

@@ -2,9 +2,9 @@
 
 Handlers are pure and never wait. When an answer depends on something only the shell
 can bring about (records committed to the metadata log, a flush covering an offset,
-new data or a deadline for a long-polling fetch), the handler returns an effect with a
-continuation; the shell performs the effect and calls ``then`` for the next outcome.
-Every chain ends in :class:`Reply` or :class:`NoReply`.
+new data or a deadline for a long-polling fetch, work too long for the event loop), the
+handler returns an effect with a continuation; the shell performs the effect and calls
+``then`` for the next outcome. Every chain ends in :class:`Reply` or :class:`NoReply`.
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+from odradek.protocol.record_batch import DecompressBuffer
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,9 +85,26 @@ class ControllerCall:
     body: Any
 
 
+@dataclass(frozen=True, slots=True)
+class AwaitRecordCheck:
+    """Produce: run ``check`` (pure: it reads the request's bytes and nothing else) on the
+    shell's record-check thread, with that thread's :class:`DecompressBuffer`, then go
+    on with ``then(check(buffer))``.
+
+    For requests of many records, and batches that decompress to more than the event
+    loop's buffer takes, whose checks would hold the loop too long. The shell finishes
+    this effect before it starts the connection's next request, so appends keep the
+    order of a connection's requests.
+    """
+
+    check: Callable[[DecompressBuffer], Any]
+    then: Callable[[Any], Outcome]
+
+
 Outcome = (
     Reply
     | NoReply
+    | AwaitRecordCheck
     | CommitRecords
     | AwaitFlush
     | AwaitReplication

@@ -2,7 +2,9 @@
 
 Consumers see offsets up to the high watermark only. A lookup by timestamp finds the
 first batch whose max timestamp reaches it with the time index, then decodes that one
-batch to find the exact record: the only place the broker reads single records.
+batch to find the exact record: the only place the broker decodes single records (the
+produce path walks them without decoding). In a LogAppendTime batch every record has the
+batch's maxTimestamp (the append time), as consumers see it, whatever its own field says.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from odradek.protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
     ListOffsetsTopicResponse,
 )
-from odradek.protocol.record_batch import decode_records
+from odradek.protocol.record_batch import TimestampType, decode_records
 from odradek.storage.log import PartitionLog
 
 VERSIONS = (1, 9)
@@ -83,10 +85,12 @@ def _at_timestamp(log: PartitionLog, timestamp: int, high_watermark: int) -> tup
     batch = log.read(found.base_offset, 1, high_watermark)
     if batch is None:
         return -1, -1
+    append_time = found.timestamp_type == TimestampType.LOG_APPEND_TIME
     for record in decode_records(batch.read()):
         offset = found.base_offset + record.offset_delta
-        if record.timestamp >= timestamp and offset >= log.log_start_offset:
-            return offset, record.timestamp
+        record_timestamp = found.max_timestamp if append_time else record.timestamp
+        if record_timestamp >= timestamp and offset >= log.log_start_offset:
+            return offset, record_timestamp
     return -1, -1
 
 

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from odradek.broker.record_validation import RecordPolicy
 from odradek.controller.image import LEADER_RECOVERY_RECOVERING, PartitionImage
 from odradek.core.errors import LogOfflineError
 from odradek.protocol.error_codes import ErrorCode
@@ -106,6 +107,9 @@ class LocalPartition:
     """Idempotent producers' sequence state, rebuilt from a snapshot and the log tail."""
     max_message_bytes: int | None = None
     """The topic's ``max.message.bytes``; None: the broker's ``message.max.bytes``."""
+    record_policy: RecordPolicy = field(default_factory=RecordPolicy)
+    """What the topic's configs ask of produced records (timestamp type and bounds, keys
+    on a compacted topic); the shell sets it from the topic's effective configuration."""
     is_leader: bool = True
     """Whether this node leads the partition (the image's leader); only the leader takes
     produce requests and serves consumers."""

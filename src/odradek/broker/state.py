@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.partition import LocalPartition
+from odradek.broker.record_validation import INLINE_DECOMPRESSED_BYTES
 from odradek.controller.image import MetadataImage
+from odradek.protocol.record_batch import DecompressBuffer
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,11 @@ class BrokerState:
     fetches."""
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
     """Incremental fetch sessions (KIP-227) of consumers and followers."""
+    decompress_buffer: DecompressBuffer = field(
+        default_factory=lambda: DecompressBuffer(INLINE_DECOMPRESSED_BYTES)
+    )
+    """Where Produce decompresses the batches it checks on the event loop (handlers run
+    on one thread, so one buffer serves them all)."""
 
     def fetched_topic_name(self, name: str, topic_id: uuid.UUID, by_id: bool) -> str:
         """The topic a Fetch names: by id from v13 on (empty when unknown), else by name."""

@@ -15,6 +15,8 @@ This module owns:
 * :func:`to_log_config`, the storage engine's :class:`~odradek.storage.log.LogConfig`
   from a topic's effective configuration, and :func:`effective_log_config` /
   :func:`effective_topic_value`, the same resolved straight from the metadata image;
+* :func:`effective_record_policy`, what the produce path checks a topic's records
+  against (its timestamp type and bounds, keys on a compacted topic);
 * :data:`DYNAMIC_BROKER_TOPIC_KEYS`, the broker keys that may be set at run time (those
   whose only effect is as a topic config's default), and
   :func:`validate_dynamic_broker_configs`, their check;
@@ -45,6 +47,7 @@ from odradek.broker.config import (
     ServerConfig,
     majority,
 )
+from odradek.broker.record_validation import RecordPolicy
 from odradek.controller.image import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from odradek.controller.unclean_history import UNCLEAN_ELECTIONS_CONFIG
 from odradek.core.configdef import (
@@ -59,6 +62,7 @@ from odradek.core.configdef import (
     ValidList,
 )
 from odradek.core.errors import ConfigError
+from odradek.protocol.record_batch import TimestampType
 from odradek.storage.log import LogConfig
 
 __all__ = [
@@ -71,6 +75,7 @@ __all__ = [
     "ConfigSource",
     "ConfigSynonym",
     "effective_log_config",
+    "effective_record_policy",
     "effective_topic_config",
     "effective_topic_value",
     "refuse_unapplied_configs",
@@ -173,6 +178,12 @@ _TOPIC_KEYS: Final = [
     _topic("message.downconversion.enable", ConfigType.BOOLEAN, True,
            "Accepted for compatibility; batches are never down-converted.",
            _same("log.message.downconversion.enable")),
+    _topic("message.timestamp.after.max.ms", ConfigType.LONG, 3_600_000,
+           "How far after the broker's time a CreateTime record's timestamp may be.",
+           _same("log.message.timestamp.after.max.ms"), Range.at_least(0)),
+    _topic("message.timestamp.before.max.ms", ConfigType.LONG, LONG_MAX,
+           "How far before the broker's time a CreateTime record's timestamp may be.",
+           _same("log.message.timestamp.before.max.ms"), Range.at_least(0)),
     _topic("message.timestamp.type", ConfigType.STRING, "CreateTime",
            "Which timestamp records carry: the producer's or the append time.",
            _same("log.message.timestamp.type"), OneOf("CreateTime", "LogAppendTime")),
@@ -584,3 +595,37 @@ def effective_topic_value(
     if name in overrides:
         return key.parse(overrides[name])
     return _resolve(name, server, dynamic_broker, dynamic_default)[0]
+
+
+def effective_record_policy(
+    server: ServerConfig,
+    image_configs: Mapping[tuple[int, str], Mapping[str, str]],
+    topic: str,
+    node_id: int,
+) -> RecordPolicy:
+    """What produced records of ``topic`` are checked against on broker ``node_id``:
+    ``message.timestamp.type``, ``message.timestamp.before.max.ms`` and
+    ``message.timestamp.after.max.ms``, and whether ``cleanup.policy`` includes
+    ``compact`` (then every record needs a key). Same precedence as
+    :func:`effective_log_config`; a stored value this build does not accept raises
+    :class:`ConfigError`."""
+
+    def value(name: str) -> ConfigValue:
+        return effective_topic_value(server, image_configs, topic, node_id, name)
+
+    timestamp_type = value("message.timestamp.type")
+    before = value("message.timestamp.before.max.ms")
+    after = value("message.timestamp.after.max.ms")
+    cleanup = value("cleanup.policy")
+    if not isinstance(before, int) or not isinstance(after, int):
+        raise ConfigError(f"topic {topic}: timestamp bounds {before!r}, {after!r}")
+    return RecordPolicy(
+        timestamp_type=(
+            TimestampType.LOG_APPEND_TIME
+            if timestamp_type == "LogAppendTime"
+            else TimestampType.CREATE_TIME
+        ),
+        timestamp_before_max_ms=before,
+        timestamp_after_max_ms=after,
+        keys_required=isinstance(cleanup, list) and "compact" in cleanup,
+    )

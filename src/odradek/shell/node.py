@@ -51,6 +51,7 @@ from odradek.broker.config import ServerConfig
 from odradek.broker.effects import (
     AwaitData,
     AwaitFlush,
+    AwaitRecordCheck,
     AwaitReplication,
     CommitRecords,
     ControllerCall,
@@ -67,9 +68,14 @@ from odradek.broker.partition import (
     may_take_roles,
 )
 from odradek.broker.producer_ids import ProducerIds
+from odradek.broker.record_validation import RecordPolicy
 from odradek.broker.router import Close, Dispatch, Respond, Router
 from odradek.broker.state import BrokerSettings, BrokerState
-from odradek.broker.topic_config import effective_log_config, effective_topic_value
+from odradek.broker.topic_config import (
+    effective_log_config,
+    effective_record_policy,
+    effective_topic_value,
+)
 from odradek.controller.elr import min_insync_replicas
 from odradek.controller.image import MetadataImage
 from odradek.controller.image_records import decode_image_records, encode_image_records
@@ -130,6 +136,7 @@ from odradek.shell.limits import log_partition_capacity, raise_open_files_limit
 from odradek.shell.peer_client import PeerPool, PeerUnavailable, bind_outgoing_connections
 from odradek.shell.quorum import NotController, QuorumConfig, QuorumDriver
 from odradek.shell.real_fs import RealFileSystem
+from odradek.shell.record_check import RecordCheckThread
 from odradek.shell.replication import ReplicationService
 from odradek.shell.scrub import Scrubber
 from odradek.shell.supervisor import Supervisor
@@ -235,6 +242,9 @@ class Node:
             lambda: self.state.partitions.values(), self.state.partitions.get, self._on_flushed
         )
         self._data_waiters: dict[tuple[str, int], set[asyncio.Future[None]]] = {}
+        # Checks the records of very large produce requests off the loop; no batch's
+        # records may decompress to more than a request could carry.
+        self.record_check = RecordCheckThread(config.max_frame_bytes)
         # Every long-lived task runs under it: a failure is handled or stops the node.
         self.supervisor = Supervisor(self._fatal)
         self.failed = asyncio.Event()
@@ -729,6 +739,7 @@ class Node:
         if self.replication is not None:
             await self.replication.close()
         await self._forward_peers.close()
+        self.record_check.stop()
         self.group_commit.flush_all()
         self._snapshot_producers()
         if self.log_dir is not None:
@@ -772,6 +783,15 @@ class Node:
             log.error("topic %s: %s; using message.max.bytes", topic, e)
             value = None
         return value if isinstance(value, int) else self.config.settings.message_max_bytes
+
+    def _record_policy_for(self, topic: str) -> RecordPolicy:
+        try:
+            return effective_record_policy(
+                self.config.server, self.state.image.configs, topic, self.config.settings.node_id
+            )
+        except ConfigError as e:
+            log.error("topic %s: %s; checking its records with the defaults", topic, e)
+            return RecordPolicy()
 
     def _apply_committed(self, entries: list[Entry]) -> None:
         """Replay committed metadata into the image; host what it now assigns here.
@@ -985,7 +1005,7 @@ class Node:
             # Not while a flush runs on a worker thread: it may hold the logs' handles.
             self._delete_logs(deadline)
         self._logs_to_create = {}
-        configs: dict[str, tuple[LogConfig, int]] = {}
+        configs: dict[str, tuple[LogConfig, int, RecordPolicy]] = {}
         for key, (topic, p) in wanted.items():
             if not self._host(key, topic, p, configs, create=monotonic_ms() < deadline):
                 self._logs_to_create[key] = None
@@ -999,7 +1019,7 @@ class Node:
         key: tuple[str, int],
         topic: Any,
         p: Any,
-        configs: dict[str, tuple[LogConfig, int]],
+        configs: dict[str, tuple[LogConfig, int, RecordPolicy]],
         *,
         create: bool,
     ) -> bool:
@@ -1016,8 +1036,12 @@ class Node:
             return False
         if key[0] not in configs:
             # One resolution per topic: a topic's partitions share their configs.
-            configs[key[0]] = (self._log_config_for(key[0]), self._max_message_bytes_for(key[0]))
-        log_config, max_message_bytes = configs[key[0]]
+            configs[key[0]] = (
+                self._log_config_for(key[0]),
+                self._max_message_bytes_for(key[0]),
+                self._record_policy_for(key[0]),
+            )
+        log_config, max_message_bytes, record_policy = configs[key[0]]
         if partition_log is None:
             if not create:
                 return False
@@ -1029,6 +1053,7 @@ class Node:
         current = self.state.partitions.get(key)
         if current is not None:
             current.max_message_bytes = max_message_bytes
+            current.record_policy = record_policy
         rebuild = current is None or current.leader_epoch != p.leader_epoch
         if not rebuild and current is not None and self.replication is not None:
             rebuild = self.replication.assign(current, p)
@@ -1056,6 +1081,7 @@ class Node:
                 else self._load_producers(partition_log)
             ),
             max_message_bytes=max_message_bytes,
+            record_policy=record_policy,
             is_leader=leads,
         )
         self.state.partitions[key] = partition
@@ -1108,7 +1134,7 @@ class Node:
             await asyncio.sleep(HOSTING_PAUSE_MS / 1000)
         deadline = monotonic_ms() + HOSTING_SLICE_MS
         me = self.config.settings.node_id
-        configs: dict[str, tuple[LogConfig, int]] = {}
+        configs: dict[str, tuple[LogConfig, int, RecordPolicy]] = {}
         hosted = False
         for key in list(self._logs_to_create):
             if monotonic_ms() >= deadline:
@@ -1469,6 +1495,15 @@ class Node:
                     done.set_result(routed.chunks)
                     await queue(done, size)
                     continue
+                if isinstance(routed.outcome, AwaitRecordCheck):
+                    # Before the next request of this connection is handled, so that its
+                    # appends keep the order of the requests.
+                    try:
+                        checked = await self._check_records(routed.outcome)
+                    except BaseException:
+                        budget.finished(size)
+                        raise
+                    routed = dataclasses.replace(routed, outcome=checked)
                 if isinstance(routed.outcome, Reply):
                     # Answered at once (a fetch with data, acks=1, metadata): no task, and
                     # the answer is ready for the sender on its next turn.
@@ -1634,6 +1669,14 @@ class Node:
                 outcome = outcome.then(timed_out)
             elif isinstance(outcome, GroupCall):
                 return await self._group_call(outcome, dispatch.peer)
+            elif isinstance(outcome, AwaitRecordCheck):
+                outcome = await self._check_records(outcome)
+
+    async def _check_records(self, effect: AwaitRecordCheck) -> Outcome:
+        """A produce's record checks on the record-check thread; then its next step."""
+        verdicts = await self.record_check.run(effect.check)
+        self._stamp()
+        return effect.then(verdicts)
 
     def _stamp(self) -> None:
         """Set the clocks the handlers read: before each request, and again before a
