@@ -125,6 +125,18 @@ def create_topic(bootstrap: str, partitions: int) -> None:
         future.result(60)
 
 
+def wait_hosted(node: ClusterNode, partitions: int, timeout_s: float = 120.0) -> None:
+    """Wait until the node has a log for every partition: a node creates the logs of a
+    new topic in slices after the controller has created it, and ``fill`` writes only
+    into logs that exist."""
+    data = node.dir / "data"
+    deadline = time.monotonic() + timeout_s
+    while len(list(data.glob("bench-*"))) < partitions:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the node hosts fewer than {partitions} partitions")
+        time.sleep(0.1)
+
+
 def fill(node: ClusterNode, partitions: int, total_bytes: int, segment_bytes: int) -> int:
     """Write ``total_bytes`` of 16 KiB batches into the stopped node's partitions, as the
     storage engine writes them; the bytes written."""
@@ -213,6 +225,7 @@ def run_case(
         node = cluster.nodes[0]
         node.start()
         create_topic(node.bootstrap, partitions)
+        wait_hosted(node, partitions)
         node.stop()
         baseline: list[Start] = []
         baseline_kill: list[Start] = []
