@@ -193,6 +193,20 @@ def test_exists_and_is_dir(env: Env) -> None:
     assert not env.fs.exists(env.path("nope")) and not env.fs.is_dir(env.path("nope"))
 
 
+def test_file_size_without_opening(env: Env) -> None:
+    handle = env.fs.open(env.path("file"), create=True)
+    handle.append(b"12345")
+    handle.close()
+    env.fs.makedirs(env.path("dir"))
+    assert env.fs.file_size(env.path("file")) == 5
+    with pytest.raises(OSError) as missing:
+        env.fs.file_size(env.path("missing"))
+    with pytest.raises(OSError) as on_dir:
+        env.fs.file_size(env.path("dir"))
+    assert errno_of(missing) == errno.ENOENT
+    assert errno_of(on_dir) == errno.EISDIR
+
+
 def test_listdir_is_sorted_and_lists_files_and_directories(env: Env) -> None:
     for name in ["c.log", "a.index", "b"]:
         env.fs.open(env.path(name), create=True).close()

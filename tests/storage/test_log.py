@@ -10,6 +10,7 @@ import pytest
 from odradek.core.errors import InvalidRecordBatchError, LogOfflineError, OffsetOutOfRangeError
 from odradek.protocol.record_batch import decode_records, iter_batches, validate_batches
 from odradek.storage import quarantine
+from odradek.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint
 from odradek.storage.log import LogConfig, PartitionLog
 from odradek.storage.segment import segment_name
 from tests.storage.helpers import DIR, batch, new_disk, new_log, reopen
@@ -390,6 +391,24 @@ def test_fsync_failure_takes_the_log_offline() -> None:
     with pytest.raises(LogOfflineError):
         log.flush(0)
     assert log.recovery_point == 0  # never reported as flushed
+
+
+def test_becoming_leader_writes_no_file_and_the_next_flush_makes_the_epoch_durable() -> None:
+    disk = new_disk()
+    log = new_log(disk)
+    log.append_as_leader(memoryview(batch(3)), leader_epoch=1, now_ms=1)
+    log.flush(1)
+    operations = disk.operations
+    # Becoming leader of 1,000 partitions must not rename 1,000 files on the event loop.
+    log.assign_leader_epoch(4)
+    assert disk.operations == operations
+    log.append_as_leader(memoryview(batch(2)), leader_epoch=4, now_ms=2)
+    log.flush(2)
+    disk.crash()  # whatever the flush did not sync is gone
+    # Start-up trusts the file below the recovery point: the entry must be in it.
+    path = f"{DIR}/{LEADER_EPOCH_CHECKPOINT}"
+    assert read_leader_epoch_checkpoint(disk, path) == [(1, 0), (4, 3)]
+    assert reopen(disk, recovery_point=5).epochs.entries() == [(1, 0), (4, 3)]
 
 
 def test_epoch_cache_is_checkpointed_and_reloaded() -> None:

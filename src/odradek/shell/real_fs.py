@@ -9,8 +9,10 @@ segment's handle stays open exactly as long as a reader needs it.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
+import stat
 
 from odradek.storage.fs import Buffer
 
@@ -128,6 +130,12 @@ class RealFileSystem:
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
+
+    def file_size(self, path: str) -> int:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        return st.st_size
 
     def is_dir(self, path: str) -> bool:
         return os.path.isdir(path)

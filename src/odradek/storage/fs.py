@@ -79,6 +79,10 @@ class FileSystem(Protocol):
 
     def exists(self, path: str) -> bool: ...
 
+    def file_size(self, path: str) -> int:
+        """The size of a file, without opening it (ENOENT if it is missing)."""
+        ...
+
     def is_dir(self, path: str) -> bool: ...
 
     def listdir(self, path: str) -> list[str]:

@@ -40,6 +40,13 @@ def _increasing(values: array[int]) -> bool:
     return all(map(operator.lt, values, itertools.islice(values, 1, None)))
 
 
+def _empty(handle: FileHandle) -> None:
+    # An empty file is left alone: a start with 1,000 empty partitions would otherwise
+    # pay 2,000 ftruncate calls (about 0.1 s) and sync indexes that never changed.
+    if handle.size():
+        handle.truncate(0)
+
+
 class OffsetIndex:
     """Entries as two ``array("i")``: offsets relative to the base offset, positions.
 
@@ -165,7 +172,7 @@ class OffsetIndex:
         """Empty the index, file included (before a rebuild from the log)."""
         del self._relative[:]
         del self._positions[:]
-        self._writable().truncate(0)
+        _empty(self._writable())
 
     def truncate_to_position(self, position: int) -> None:
         """Drop entries for batches at or after ``position``."""
@@ -259,7 +266,7 @@ class TimeIndex:
         """Empty the index, file included (before a rebuild from the log)."""
         del self.timestamps[:]
         del self.offsets[:]
-        self._writable().truncate(0)
+        _empty(self._writable())
 
     def truncate_to_offset(self, offset: int) -> None:
         """Drop entries for offsets at or after ``offset``."""

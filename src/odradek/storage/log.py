@@ -275,6 +275,9 @@ class PartitionLog:
         """Producer snapshot files written but not yet synced (the next flush does)."""
         self._epochs_unsynced = False
         """The leader-epoch checkpoint was rewritten and waits for the next flush."""
+        self._epochs_unwritten = False
+        """An epoch began at the log end on becoming leader and is not in the file yet:
+        the next flush (or a clean close) writes it, before any batch of it is durable."""
         self.producer_snapshot: Callable[[], Iterable[SnapshotFields]] | None = None
         """The owner's producer state as snapshot entries, asked for at each roll (Kafka
         writes a producer snapshot then); None writes no snapshot."""
@@ -642,8 +645,12 @@ class PartitionLog:
         """Start ``leader_epoch`` at the log end (Kafka's ``maybeAssignEpochStartOffset``,
         done on becoming leader): the epoch then exists in the cache even before this
         leader appends, so followers are checked against it at once."""
+        # The file is written by the next flush, not here: no batch has this epoch yet,
+        # and an entry at the log end is dropped at every load anyway. A node that
+        # becomes leader of 1,000 partitions at once then renames no 1,000 files on the
+        # event loop (about 0.3-0.7 ms each on ext4).
         if self.epochs.assign(leader_epoch, self.log_end_offset):
-            self._write_epochs()
+            self._epochs_unwritten = True
 
     @_guarded
     def append_as_follower(self, records: memoryview, now_ms: int) -> AppendInfo:
@@ -785,6 +792,8 @@ class PartitionLog:
             closing += segment.take_index_handles()
         closing += self._staged
         self._staged = []
+        if self._epochs_unwritten:
+            self._write_epochs()
         if self._epochs_unsynced:
             self._epochs_unsynced = False
             closing.append(self.fs.open(join(self.directory, LEADER_EPOCH_CHECKPOINT)))
@@ -1061,6 +1070,7 @@ class PartitionLog:
             self.epochs.entries(),
             sync=False,
         )
+        self._epochs_unwritten = False
         self._epochs_unsynced = True
         self._dir_dirty = True
 
@@ -1073,6 +1083,8 @@ class PartitionLog:
             segment.close(sync_indexes=sync)
         staged, self._staged = self._staged, []
         try:
+            if sync and self._epochs_unwritten:
+                self._write_epochs()
             if sync and self._epochs_unsynced:
                 staged.append(self.fs.open(join(self.directory, LEADER_EPOCH_CHECKPOINT)))
             if sync and staged:

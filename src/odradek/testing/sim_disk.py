@@ -461,6 +461,13 @@ class SimDisk:
             raise _error(errno.EISDIR, path)
         return SimFileHandle(self, node, path)
 
+    def file_size(self, path: str) -> int:
+        self._before("stat", path, mutating=False)
+        node = self._lookup(path)
+        if isinstance(node, _Dir):
+            raise _error(errno.EISDIR, path)
+        return len(node.data)
+
     def exists(self, path: str) -> bool:
         try:
             self._lookup(path)
