@@ -5,7 +5,9 @@ core <- protocol <- {storage, raft, replication, controller, coordinator} <- bro
 one direction (``SIDEWAYS``): raft may import storage, because the metadata log's disk
 store is built on the storage engine; storage never imports raft. ``testing`` may import
 everything below ``shell``. Only ``shell`` (and ``cli``, which starts it) may touch
-asyncio, sockets or signals: every other layer is pure and can run in the simulator.
+asyncio, sockets, signals, clocks (``time``: wall and monotonic), files (``os``, ``open``,
+``pathlib``, ``shutil``, ``tempfile``), threads and processes: every other layer is pure,
+gets the time and the disk as arguments, and can run in the simulator.
 """
 
 from __future__ import annotations
@@ -33,7 +35,26 @@ RANK = {
 }
 # Imports allowed between two layers of one rank, in this direction only.
 SIDEWAYS = {("raft", "storage")}
-IO_MODULES = {"asyncio", "socket", "selectors", "signal", "ssl"}
+IO_MODULES = {
+    "asyncio",
+    "socket",
+    "selectors",
+    "signal",
+    "ssl",
+    # Clocks: a pure core is told the time, so that the simulator can move it.
+    "time",
+    # Files and processes: a pure core reads and writes through storage.fs.FileSystem,
+    # which the simulator implements on its own disk.
+    "os",
+    "pathlib",
+    "shutil",
+    "tempfile",
+    "subprocess",
+    "multiprocessing",
+    # Threads: a pure core runs on whichever thread calls it, and never starts one.
+    "threading",
+    "concurrent",
+}
 IO_LAYERS = {"shell", "cli"}
 
 
@@ -59,6 +80,14 @@ def imports_of(source: str, module: str) -> list[str]:
     return names
 
 
+def opens_files(source: str) -> bool:
+    """Whether the module calls the builtin ``open`` (not a method named open)."""
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open"
+        for node in ast.walk(ast.parse(source))
+    )
+
+
 def violations(module: str, source: str) -> list[str]:
     own = layer_of(module)
     found: list[str] = []
@@ -67,6 +96,8 @@ def violations(module: str, source: str) -> list[str]:
         if own is not None and not module.endswith(("__init__", "__main__")):
             found.append(f"{module}: layer {own!r} is not in the table; add it to RANK")
         return found
+    if own not in IO_LAYERS and opens_files(source):
+        found.append(f"{module} calls open(): files belong to the shell")
     for name in imports_of(source, module):
         target = layer_of(name)
         top = name.split(".")[0]
@@ -102,6 +133,13 @@ def test_every_module_imports_only_downwards() -> None:
         ("odradek.protocol.x", "from odradek.storage import log", "against the direction"),
         ("odradek.raft.core", "import odradek.controller.image", "against the direction"),
         ("odradek.storage.log", "import asyncio", "I/O belongs to the shell"),
+        ("odradek.raft.core", "import time", "I/O belongs to the shell"),
+        ("odradek.coordinator.group", "from time import monotonic", "I/O belongs to the shell"),
+        ("odradek.storage.log", "import os.path", "I/O belongs to the shell"),
+        ("odradek.replication.follower", "import threading", "I/O belongs to the shell"),
+        ("odradek.broker.produce", "import subprocess", "I/O belongs to the shell"),
+        ("odradek.controller.image", "from concurrent import futures", "I/O belongs"),
+        ("odradek.storage.log", "data = open('x').read()", "files belong to the shell"),
         ("odradek.core.ids", "from ..protocol import api", "against the direction"),
         ("odradek.storage.log", "from odradek.raft import log", "against the direction"),
         ("odradek.newlayer.x", "", "not in the table"),
@@ -115,5 +153,8 @@ def test_the_checker_catches_violations(module: str, source: str, expected: str)
 def test_the_checker_allows_the_direction() -> None:
     assert violations("odradek.broker.produce", "from odradek.storage import log") == []
     assert violations("odradek.shell.server", "import asyncio") == []
+    assert violations("odradek.shell.clock", "import time") == []
+    assert violations("odradek.cli.main", "import os, subprocess") == []
+    assert violations("odradek.storage.log", "handle = fs.open(path)") == []
     assert violations("odradek.protocol.api", "from . import primitives") == []
     assert violations("odradek.raft.disk_log", "from odradek.storage import log") == []

@@ -6,14 +6,15 @@ holds only the broker sessions (:class:`~odradek.controller.brokers.BrokerHeartb
 and the image it is given; the rules live in ``brokers.py``, ``alter_partition.py``,
 ``topics.py`` and the other command modules.
 
-The shell's contract, the same as Kafka's controller event loop:
+The shell's contract (ADR 0007; Kafka's controller pipelines commands on a speculative
+image instead, which Odradek does not):
 
 1. Handle one command at a time. Each method returns a :class:`ControllerResult`: the
    records to append to the metadata log and the response.
-2. Append the records as one batch (atomically), and replay each into the image at its
-   offset at once, before the next command, even though they are not committed yet:
-   the next command must be decided on the state this one leads to. If this node stops
-   being the active controller, it drops that image and rebuilds from the committed log.
+2. Append the records as one batch (atomically) and wait until the batch has committed
+   and been applied to the image before the next command: the image is only ever the
+   committed state, the same function of the same log on every node, so there is no
+   speculative state to roll back when this node stops being the active controller.
 3. Send the response only once the records are committed; with no records, send it
    after everything appended before it has committed (Kafka's read-after-write rule),
    because the response may describe state that is not committed yet.

@@ -67,15 +67,6 @@ _FIXED_WRITE = {"b": "int8", "h": "int16", "i": "int32", "q": "int64", "H": "uin
 ZERO_COPY_THRESHOLD = 4096
 
 
-def zigzag_encode(value: int) -> int:
-    """Map a signed integer to an unsigned one so that small magnitudes stay small."""
-    return (value << 1) ^ (value >> 63)
-
-
-def zigzag_decode(value: int) -> int:
-    return (value >> 1) ^ -(value & 1)
-
-
 def encode_unsigned_varint(value: int) -> bytes:
     if value < 0:
         raise EncodeError(f"unsigned varint cannot hold {value}")

@@ -861,9 +861,12 @@ class Node:
     async def _commit_records(self, records: list[Any]) -> None:
         """Commit records to the metadata log (only the active controller can)."""
         if self.controller is None:
+            # A broker-only node forwards metadata writes to the active controller
+            # (the Forward effect); one that reaches this point is answered NOT_CONTROLLER,
+            # which every client retries.
             raise NotController(
-                f"node {self.config.settings.node_id} is not a controller; forwarding "
-                "admin requests to the controller comes with replication"
+                f"node {self.config.settings.node_id} is not a controller: a metadata write "
+                "must be forwarded to the active controller"
             )
         await self.controller.commit(records)
 

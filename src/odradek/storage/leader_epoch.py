@@ -9,18 +9,11 @@ log it describes.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
 
 from odradek.core.invariant import invariant
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
-
-
-@dataclass(frozen=True, slots=True)
-class EpochEntry:
-    epoch: int
-    start_offset: int
 
 
 class LeaderEpochCache:
