@@ -78,3 +78,30 @@ def test_unclean_election_only_where_enabled_and_logged_as_loss(
     unsafe = h.image.topics_by_name["unsafe"].partitions[0]
     assert (unsafe.leader, unsafe.isr) == (3, [3])
     assert any("UNCLEAN leader election for unsafe-0" in r.getMessage() for r in caplog.records)
+
+
+def test_many_partitions_going_offline_at_once_make_one_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # A single-node cluster that stops takes every partition offline at once: the alarm
+    # names them in one line per topic, so that a partition that differs stands out.
+    h = new_harness()
+    h.register_broker(2)
+    h.add_topic("t", [[2]] * 1000)
+    topic_id = h.image.topics_by_name["t"].topic_id
+    service = ControllerService(cast(Any, None), lambda: h.image, "c", 9000, _forward)
+    caplog.set_level(logging.WARNING, logger="odradek.controller")
+    service.check_offline()
+    gone = [i for i in range(1000) if i != 500]
+    h.replay(
+        [PartitionChangeRecord(partition_id=i, topic_id=topic_id, leader=-1, isr=[2]) for i in gone]
+    )
+    service.check_offline()
+    lines = [r.getMessage() for r in caplog.records if "offline" in r.getMessage()]
+    assert len(lines) == 1
+    assert "999 partitions of t (0-499, 501-999) offline" in lines[0]
+    assert len(service.offline) == 999
+    h.replay([PartitionChangeRecord(partition_id=i, topic_id=topic_id, leader=2) for i in gone])
+    service.check_offline()
+    back = [r.getMessage() for r in caplog.records if "leader again" in r.getMessage()]
+    assert back == ["999 partitions of t (0-499, 501-999) have a leader again"]

@@ -245,17 +245,29 @@ class ControllerService:
                     now_offline[(topic.name, index)] = sorted(
                         {*partition.isr, *partition.eligible_leader_replicas}
                     )
+        # One line per topic and set of eligible replicas, not per partition: a
+        # single-node cluster that stops takes every partition offline at once, and
+        # 1,000 lines of the same alarm hide the one that differs.
+        went: dict[tuple[str, tuple[int, ...]], list[int]] = {}
         for (name, index), eligible in sorted(now_offline.items()):
             if (name, index) not in self.offline:
-                log.error(
-                    "partition %s-%d offline: no eligible leader is alive (ISR and "
-                    "eligible replicas %s); it stays offline until one of them returns",
-                    name,
-                    index,
-                    eligible,
-                )
+                went.setdefault((name, tuple(eligible)), []).append(index)
+        for (name, eligible_ids), indexes in went.items():
+            log.error(
+                "%s offline: no eligible leader is alive (ISR and eligible replicas %s); "
+                "it stays offline until one of them returns",
+                _partitions(name, indexes),
+                list(eligible_ids),
+            )
+        back: dict[str, list[int]] = {}
         for name, index in sorted(set(self.offline) - set(now_offline)):
-            log.warning("partition %s-%d has a leader again", name, index)
+            back.setdefault(name, []).append(index)
+        for name, indexes in back.items():
+            log.warning(
+                "%s %s a leader again",
+                _partitions(name, indexes),
+                "has" if len(indexes) == 1 else "have",
+            )
         self.offline = now_offline
 
     async def unclean_elections(self, enabled_for: Callable[[str], bool]) -> None:
@@ -434,3 +446,19 @@ def _voter(body: AddRaftVoterRequest | UpdateRaftVoterRequest) -> Voter:
         body.voter_directory_id,
         tuple(VoterEndpoint(e.name, e.host, e.port) for e in body.listeners),
     )
+
+
+def _partitions(topic: str, indexes: list[int]) -> str:
+    """``partition t-3``, or ``3 partitions of t (0-1, 5)`` for several (sorted input)."""
+    if len(indexes) == 1:
+        return f"partition {topic}-{indexes[0]}"
+    runs: list[str] = []
+    start = previous = indexes[0]
+    for index in [*indexes[1:], None]:
+        if index is not None and index == previous + 1:
+            previous = index
+            continue
+        runs.append(str(start) if start == previous else f"{start}-{previous}")
+        if index is not None:
+            start = previous = index
+    return f"{len(indexes)} partitions of {topic} ({', '.join(runs)})"
