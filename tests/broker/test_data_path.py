@@ -222,8 +222,22 @@ def test_acks_one_and_zero_answer_without_waiting() -> None:
     assert (
         isinstance(one, Reply) and one.response.responses[0].partition_responses[0].base_offset == 0
     )
-    assert isinstance(h.produce("t", batch(), acks=0), NoReply)
+    zero = h.produce("t", batch(), acks=0)
+    assert isinstance(zero, NoReply) and zero.close_reason is None
     assert h.state.partitions[("t", 0)].log.log_end_offset == 4
+
+
+def test_a_failed_acks_zero_produce_closes_the_connection() -> None:
+    # The producer expects no answer, so it would never hear of the error: Kafka closes
+    # the connection, and the client refreshes its metadata (a partition not hosted yet,
+    # a leader that moved) instead of sending on into the void.
+    h = Harness()
+    h.create("t")
+    failed = h.produce("nope", batch(), acks=0)
+    assert isinstance(failed, NoReply)
+    assert failed.close_reason is not None
+    assert "nope-0: UNKNOWN_TOPIC_OR_PARTITION" in failed.close_reason
+    assert h.state.partitions[("t", 0)].log.log_end_offset == 0
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,13 @@ class Reply:
 
 @dataclass(frozen=True, slots=True)
 class NoReply:
-    """acks=0 produce: the client expects no response at all."""
+    """acks=0 produce: the client expects no response at all.
+
+    With ``close_reason`` the connection is closed instead (after the answers before
+    it): an acks=0 producer hears of no error, and a closed connection is how Kafka
+    tells it to refresh its metadata (a partition that moved, a topic not yet hosted)."""
+
+    close_reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -242,7 +242,15 @@ def _append(
             waits[key] = info.last_offset + 1
             appended[key] = partition
     if acks == 0:
-        return NoReply()
+        failed = [
+            f"{t.name}-{p.index}: {ErrorCode(p.error_code).name}"
+            for t in response.responses
+            for p in t.partition_responses
+            if p.error_code != ErrorCode.NONE
+        ]
+        # Kafka closes the connection of an acks=0 produce that failed anywhere: the
+        # client then refreshes its metadata instead of sending on into the void.
+        return NoReply(f"acks=0 produce failed ({', '.join(failed)})" if failed else None)
     if not waits:
         return Reply(response)
     if state.settings.flush_before_ack:

@@ -1614,6 +1614,9 @@ class Node:
             # No error code fits every admin API: close, and the client retries.
             log.warning("closing connection from %s: %s", peer, e)
             writer.close()
+        except CloseConnection as e:
+            log.info("closing connection from %s: %s", peer, e)
+            writer.close()
         except Exception:
             # A bug in a handler or in encoding: say so loudly, drop this connection,
             # keep serving the others.
@@ -1633,6 +1636,8 @@ class Node:
             if isinstance(outcome, Reply):
                 return outcome.response
             if isinstance(outcome, NoReply):
+                if outcome.close_reason is not None:
+                    raise CloseConnection(outcome.close_reason)
                 return None
             self._stamp()
             if isinstance(outcome, CommitRecords):
@@ -1803,6 +1808,11 @@ async def run_node(config: NodeConfig, ready: asyncio.Event | None = None) -> in
         log.critical("node %d stopped: %s", config.settings.node_id, node.stop_reason)
         return 1
     return 0
+
+
+class CloseConnection(Exception):
+    """An answer that is no answer: close the connection after the answers before it
+    (an acks=0 produce that failed, see :class:`NoReply`)."""
 
 
 class IdleWatch:
