@@ -5,7 +5,8 @@ LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups)
 and opaque tokens, and returns :class:`Output`: responses to send and
 ``__consumer_offsets`` records to persist. :mod:`odradek.coordinator.records` owns those
 records' bytes and :func:`partition_for`; :mod:`odradek.coordinator.lookup` answers
-FindCoordinator from them.
+FindCoordinator from them. :mod:`odradek.coordinator.group` lists the modules behind the
+facade and what each one owns.
 """
 
 from odradek.coordinator.config import GroupConfig
