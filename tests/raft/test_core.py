@@ -224,7 +224,7 @@ def leader_with_log(epochs: list[int], epoch: int) -> RaftNode:
     """Node 1 as leader of ``epoch`` over a log whose entries have ``epochs``."""
     n = node()
     n.log.append([E(i, e) for i, e in enumerate(epochs)])
-    n.epoch = epoch - 1
+    n.role.epoch = epoch - 1
     n.tick(2 * ET)
     n.step(VoteResponse(epoch - 1, True, True), 2, 2 * ET)
     n.step(VoteResponse(epoch, True, False), 2, 2 * ET)

@@ -14,9 +14,12 @@ it counts its own appends towards the high watermark and before any message that
 reports them (a follower's next fetch offset) leaves: one fsync per input, however many
 entries it appended.
 
-States: Unattached (an epoch, maybe a vote, no leader), Prospective (asking pre-votes),
-Candidate (asking votes in a new epoch), Leader, Follower (pulling from the leader with
-Fetch), Resigned (a leader that stepped down; it waits for the next election).
+Roles (:mod:`odradek.raft.roles`, Kafka's ``EpochState`` classes): Unattached (an
+epoch, maybe a vote, no leader), Prospective (asking pre-votes), Candidate (asking votes
+in a new epoch), Leader, Follower (pulling from the leader with Fetch), Resigned (a
+leader that stepped down; it waits for the next election). The node holds one role
+object, which holds only what that role needs; every change of role goes through
+:meth:`RaftNode._transition`, which refuses any the table of transitions does not list.
 
 Voters and observers (KIP-853): the voter set in force is the last ``VotersRecord`` in
 the log (committed or not), else the one in the latest snapshot, else the static
@@ -30,11 +33,12 @@ change is uncommitted.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import random
 import uuid
 from dataclasses import dataclass, field
+from typing import Never, NoReturn
 
+from odradek.core.errors import InvariantError
 from odradek.core.invariant import invariant
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages.leader_change_message import LeaderChangeMessage
@@ -53,17 +57,20 @@ from odradek.raft.messages import (
     VoteResponse,
     bootstrap_destination,
 )
+from odradek.raft.roles import (
+    CandidateState,
+    FollowerState,
+    LeaderState,
+    ProspectiveState,
+    ReplicaProgress,
+    ResignedState,
+    Role,
+    UnattachedState,
+    check_transition,
+)
+from odradek.raft.roles import State as State
 from odradek.raft.snapshot import decode_snapshot, encode_snapshot
 from odradek.raft.voters import ZERO_DIRECTORY, ReplicaKey, Voter, VoterSet
-
-
-class State(enum.Enum):
-    UNATTACHED = "unattached"
-    PROSPECTIVE = "prospective"
-    CANDIDATE = "candidate"
-    LEADER = "leader"
-    FOLLOWER = "follower"
-    RESIGNED = "resigned"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,18 +83,17 @@ class QuorumState:
 
 
 @dataclass(slots=True)
-class ReplicaProgress:
-    """What the leader knows of one fetching replica (voter or observer)."""
+class _Fetching:
+    """The fetch in flight and when the next one is due (Kafka's ``RequestManager``). It
+    outlives roles: a prospective voter's fetch to a bootstrap server may be answered
+    once it is a candidate, and an observer's backoff runs on when it loses its leader."""
 
-    key: ReplicaKey
-    end_offset: int = 0  # the log end offset it proved to share with the leader
-    last_fetch_ms: int | None = None
-    last_caught_up_ms: int | None = None
-    # The leader's log end when this replica last fetched: a fetch that reaches it
-    # proves the replica was caught up at that earlier fetch (Kafka's rule), so a
-    # replica of a leader that appends steadily still counts as caught up.
-    leader_end_at_last_fetch: int | None = None
-    sent_high_watermark: int = -1
+    next_fetch_ms: int
+    last_request_id: int = 0
+    in_flight: int | None = None  # the request id of the fetch we wait for
+    sent_to: int | None = None  # where it went
+    sent_ms: int = 0
+    wait_ms: int = 0  # how long the receiver may hold it
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,40 +177,20 @@ class RaftNode:
         self._voter_changes: list[tuple[int, VoterSet]] = []
         self._load_voters()
         restored = quorum_state or QuorumState(0, None, None)
-        self.epoch = restored.epoch
-        self.voted_for = restored.voted_for
-        self.leader: int | None = None
-        self.state = State.UNATTACHED
         # Everything in a snapshot is committed; entries after it wait for the leader.
         self.high_watermark = log.start_offset()
         self._ready = Ready()
         self._unflushed = False
         self._flushed_end = log.end_offset()
-        self._election_deadline_ms = 0
-        self._reset_election_timer(now_ms)
-        # Prospective / Candidate: who granted.
-        self._granted: set[int] = set()
-        # Leader.
-        self._progress: dict[int, ReplicaProgress] = {}
-        self._epoch_start_offset = 0
-        self._begin_sent_ms: dict[int, int] = {}
-        self._fetched_this_epoch: set[int] = set()
-        self._parked: dict[int, tuple[FetchRequest, int]] = {}
-        self._pending_changes: list[int] = []
-        # Follower and observer: the fetch loop.
-        self._fetch_deadline_ms = 0
-        self._fetch_sent_to: int | None = None  # where the fetch in flight went
-        self._last_leader_contact_ms: int | None = None
-        self._request_id = 0
-        self._fetch_in_flight: int | None = None
-        self._fetch_sent_ms = 0
-        self._fetch_wait_ms = 0
-        self._next_fetch_ms = now_ms
-        self._snapshot_fetch: tuple[SnapshotId, bytearray] | None = None
+        self._fetching = _Fetching(next_fetch_ms=now_ms)
         self._bootstrap_turn = node_id  # which bootstrap server a failed election asks next
+        deadline_ms = self._election_deadline(now_ms)
+        self.role: Role = UnattachedState(restored.epoch, restored.voted_for, deadline_ms)
         if restored.leader == node_id:
-            # We led this epoch before a restart; we cannot lead it again.
-            self.state = State.RESIGNED
+            # We led this epoch before a restart; we cannot lead it again. The role is
+            # set, not transitioned to: this is where the node starts (Kafka's
+            # QuorumState.initialize does the same).
+            self.role = ResignedState(restored.epoch, restored.voted_for, None, deadline_ms)
         elif restored.leader is not None:
             self._become_follower(restored.epoch, restored.leader, now_ms)
             self._ready.persist = None  # nothing changed that needs persisting
@@ -212,8 +198,25 @@ class RaftNode:
     # ------------------------------------------------------------------ public API
 
     @property
+    def state(self) -> State:
+        return self.role.STATE
+
+    @property
+    def epoch(self) -> int:
+        return self.role.epoch
+
+    @property
+    def voted_for(self) -> ReplicaKey | None:
+        return self.role.voted_for
+
+    @property
+    def leader(self) -> int | None:
+        return self.role.leader
+
+    @property
     def quorum_state(self) -> QuorumState:
-        return QuorumState(self.epoch, self.voted_for, self.leader)
+        role = self.role
+        return QuorumState(role.epoch, role.voted_for, role.leader)
 
     @property
     def voters(self) -> VoterSet:
@@ -240,36 +243,38 @@ class RaftNode:
     def propose(self, records: list[bytes], now_ms: int) -> int | None:
         """Append one batch of ``records`` on the leader and return its base offset; None
         on any other node. The batch commits or vanishes as a whole."""
-        if self.state is not State.LEADER or not records:
+        leader = self.role
+        if not isinstance(leader, LeaderState) or not records:
             return None
         offset = self.log.end_offset()
-        self._append([Entry(offset, self.epoch, tuple(records))])
-        self._answer_parked(now_ms)
+        self._append([Entry(offset, leader.epoch, tuple(records))])
+        self._answer_parked(leader, now_ms)
         return offset
 
     def resign(self, now_ms: int) -> None:
         """Step down on purpose (shutdown): followers elect a successor without waiting
         for their fetch timeout (EndQuorumEpoch)."""
-        if self.state is not State.LEADER:
+        leader = self.role
+        if not isinstance(leader, LeaderState):
             return
         successors = sorted(
             (v for v in self.voters.ids if v != self.node_id),
-            key=lambda v: (-self._progress_of(v).end_offset, v),
+            key=lambda v: (-leader.progress_of(v).end_offset, v),
         )
         for voter in successors:
-            self._send(voter, EndQuorumEpoch(self.epoch, self.node_id, tuple(successors)))
-        self._become_resigned(now_ms)
+            self._send(voter, EndQuorumEpoch(leader.epoch, self.node_id, tuple(successors)))
+        self._become_resigned(leader, now_ms)
 
     def add_voter(self, voter: Voter, now_ms: int) -> VoterChangeOutcome:
         """AddRaftVoter: make a caught-up observer a voter."""
-        problem = self._voter_change_problem()
-        if problem is not None:
-            return problem
+        leader = self._leader_for_voter_change()
+        if isinstance(leader, VoterChangeOutcome):
+            return leader
         if self.voters.get(voter.node_id) is not None:
             return VoterChangeOutcome(
                 ErrorCode.DUPLICATE_VOTER, f"node {voter.node_id} is already a voter"
             )
-        progress = self._progress.get(voter.node_id)
+        progress = leader.progress.get(voter.node_id)
         if progress is None or progress.key.directory_id != voter.directory_id:
             return VoterChangeOutcome(
                 ErrorCode.REQUEST_TIMED_OUT,
@@ -287,30 +292,30 @@ class RaftNode:
                 f"replica {voter.node_id} has not caught up (log end {progress.end_offset}, "
                 f"high watermark {self.high_watermark})",
             )
-        return self._append_voters(self.voters.with_voter(voter), now_ms)
+        return self._append_voters(leader, self.voters.with_voter(voter), now_ms)
 
     def remove_voter(self, key: ReplicaKey, now_ms: int) -> VoterChangeOutcome:
         """RemoveRaftVoter. Removing the leader makes it resign once the change commits."""
-        problem = self._voter_change_problem()
-        if problem is not None:
-            return problem
+        leader = self._leader_for_voter_change()
+        if isinstance(leader, VoterChangeOutcome):
+            return leader
         if self._voter_named(key) is None:
             return _not_a_voter(key)
         if len(self.voters) == 1:
             return VoterChangeOutcome(ErrorCode.INVALID_REQUEST, "cannot remove the last voter")
-        return self._append_voters(self.voters.without(key.node_id), now_ms)
+        return self._append_voters(leader, self.voters.without(key.node_id), now_ms)
 
     def update_voter(self, voter: Voter, now_ms: int) -> VoterChangeOutcome:
         """UpdateRaftVoter: a voter's new endpoints."""
-        problem = self._voter_change_problem()
-        if problem is not None:
-            return problem
+        leader = self._leader_for_voter_change()
+        if isinstance(leader, VoterChangeOutcome):
+            return leader
         current = self._voter_named(voter.key)
         if current is None:
             return _not_a_voter(voter.key)
         if current == voter:
             return VoterChangeOutcome(ErrorCode.NONE)
-        return self._append_voters(self.voters.replaced(voter), now_ms)
+        return self._append_voters(leader, self.voters.replaced(voter), now_ms)
 
     def _voter_named(self, key: ReplicaKey) -> Voter | None:
         """The voter with exactly this node id and directory id."""
@@ -351,16 +356,17 @@ class RaftNode:
                 progress.last_caught_up_ms,
             )
 
-        if self.state is State.LEADER:
+        leader = self.role
+        if isinstance(leader, LeaderState):
             voters = tuple(
-                row(self._progress_of(v.node_id))
-                if self.voters.is_voter(self._progress_of(v.node_id).key)
+                row(leader.progress_of(v.node_id))
+                if self.voters.is_voter(leader.progress_of(v.node_id).key)
                 else ReplicaDescription(v.node_id, str(v.directory_id), -1, None, None)
                 for v in self.voters
             )
             observers = tuple(
                 row(p)
-                for _, p in sorted(self._progress.items())
+                for _, p in sorted(leader.progress.items())
                 if not self.voters.is_voter(p.key) and p.last_fetch_ms is not None
             )
         else:
@@ -372,33 +378,39 @@ class RaftNode:
         return QuorumDescription(self.leader, self.epoch, self.high_watermark, voters, observers)
 
     def tick(self, now_ms: int) -> Ready:
-        if self.state is State.LEADER:
-            self._leader_tick(now_ms)
+        role = self.role
+        if isinstance(role, LeaderState):
+            self._leader_tick(role, now_ms)
         elif not self.is_voter:
             self._observer_tick(now_ms)
-        elif self.state in (State.UNATTACHED, State.RESIGNED):
+        elif isinstance(role, (UnattachedState, ResignedState)):
+            # Only an observer's Unattached state has no deadline, and the voter set
+            # changes only while following or leading: a voter never holds one.
+            deadline_ms = role.election_deadline_ms
+            invariant(deadline_ms is not None, f"voter {self.node_id} has no election deadline")
+            assert deadline_ms is not None
             # The only voter has nobody to wait for (a single-node cluster restarts
             # without sitting out an election timeout).
             alone = self.voters.ids == {self.node_id}
-            if now_ms >= self._election_deadline_ms or alone:
+            if now_ms >= deadline_ms or alone:
                 self._become_prospective(now_ms)
-        elif self.state in (State.PROSPECTIVE, State.CANDIDATE):
+        elif isinstance(role, (ProspectiveState, CandidateState)):
             # KIP-996: a candidate that timed out goes back to asking pre-votes.
-            if now_ms >= self._election_deadline_ms:
+            if now_ms >= role.election_deadline_ms:
                 self._become_prospective(now_ms)
-        elif self.state is State.FOLLOWER:
-            if now_ms >= self._fetch_deadline_ms:
-                self._become_prospective(now_ms)
-            else:
-                self._fetch_if_due(now_ms)
+        elif now_ms >= role.fetch_deadline_ms:
+            self._become_prospective(now_ms)
+        else:
+            self._fetch_if_due(now_ms)
         return self._take_ready(now_ms)
 
     def silent_voters(self) -> set[int]:
         """On the leader: the other voters that have not fetched in this epoch (every
         live voter does within moments of BeginQuorumEpoch). Empty elsewhere."""
-        if self.state is not State.LEADER:
+        leader = self.role
+        if not isinstance(leader, LeaderState):
             return set()
-        return set(self._others()) - self._fetched_this_epoch
+        return set(self._others()) - leader.fetched_this_epoch
 
     def leader_unreachable(self, leader: int, now_ms: int) -> Ready:
         """The shell's word that ``leader`` refused or reset our fetch connection: its
@@ -411,32 +423,39 @@ class RaftNode:
         voter so found the new leader only seconds later. Only timing changes:
         elections stay pre-voted and voted as always, so a wrong report costs one failed
         pre-vote."""
-        if self.state is State.FOLLOWER and self.leader == leader:
-            self._last_leader_contact_ms = None
+        role = self.role
+        if isinstance(role, FollowerState) and role.leader == leader:
+            role.last_leader_contact_ms = None
             backoff = self._rng.randrange(max(1, self.election_timeout_ms // 4))
-            self._fetch_deadline_ms = min(self._fetch_deadline_ms, now_ms + backoff)
-        if self._fetch_in_flight is not None and self._fetch_sent_to == leader:
-            self._fetch_in_flight = None
-            self._next_fetch_ms = now_ms + self.fetch_backoff_ms
+            role.fetch_deadline_ms = min(role.fetch_deadline_ms, now_ms + backoff)
+        fetching = self._fetching
+        if fetching.in_flight is not None and fetching.sent_to == leader:
+            fetching.in_flight = None
+            fetching.next_fetch_ms = now_ms + self.fetch_backoff_ms
         return self._take_ready(now_ms)
 
     def step(self, message: Message, from_node: int, now_ms: int) -> Ready:
-        if isinstance(message, VoteRequest):
-            self._on_vote_request(message, now_ms)
-        elif isinstance(message, VoteResponse):
-            self._on_vote_response(message, from_node, now_ms)
-        elif isinstance(message, BeginQuorumEpoch):
-            self._on_begin_quorum_epoch(message, now_ms)
-        elif isinstance(message, EndQuorumEpoch):
-            self._on_end_quorum_epoch(message, now_ms)
-        elif isinstance(message, FetchRequest):
-            self._on_fetch_request(message, now_ms)
-        elif isinstance(message, FetchResponse):
-            self._on_fetch_response(message, now_ms)
-        elif isinstance(message, FetchSnapshotRequest):
-            self._on_fetch_snapshot_request(message, now_ms)
-        else:
-            self._on_fetch_snapshot_response(message, now_ms)
+        # One case per member of Message: mypy checks that none is missing, and an
+        # object of any other type is a bug in the caller, not a message to guess at.
+        match message:
+            case VoteRequest():
+                self._on_vote_request(message, now_ms)
+            case VoteResponse():
+                self._on_vote_response(message, from_node, now_ms)
+            case BeginQuorumEpoch():
+                self._on_begin_quorum_epoch(message, now_ms)
+            case EndQuorumEpoch():
+                self._on_end_quorum_epoch(message, now_ms)
+            case FetchRequest():
+                self._on_fetch_request(message, now_ms)
+            case FetchResponse():
+                self._on_fetch_response(message, now_ms)
+            case FetchSnapshotRequest():
+                self._on_fetch_snapshot_request(message, now_ms)
+            case FetchSnapshotResponse():
+                self._on_fetch_snapshot_response(message, now_ms)
+            case _:
+                _not_a_message(message)
         return self._take_ready(now_ms)
 
     # ------------------------------------------------------------------ log and voters
@@ -484,8 +503,10 @@ class RaftNode:
                 found = voters
         return found
 
-    def _voter_change_problem(self) -> VoterChangeOutcome | None:
-        if self.state is not State.LEADER:
+    def _leader_for_voter_change(self) -> LeaderState | VoterChangeOutcome:
+        """The leader's role when a voter change may start now, else the error."""
+        leader = self.role
+        if not isinstance(leader, LeaderState):
             return VoterChangeOutcome(ErrorCode.NOT_LEADER_OR_FOLLOWER, "not the quorum leader")
         if not self.dynamic:
             return VoterChangeOutcome(
@@ -493,7 +514,7 @@ class RaftNode:
                 "the quorum has static voters (controller.quorum.voters); voter changes "
                 "need a quorum formatted with --standalone or --initial-controllers",
             )
-        if self.high_watermark <= self._epoch_start_offset:
+        if self.high_watermark <= leader.epoch_start_offset:
             return VoterChangeOutcome(
                 ErrorCode.REQUEST_TIMED_OUT, "the leader has not committed in its epoch yet"
             )
@@ -501,15 +522,17 @@ class RaftNode:
             return VoterChangeOutcome(
                 ErrorCode.REQUEST_TIMED_OUT, "another voter change is not committed yet"
             )
-        return None
+        return leader
 
-    def _append_voters(self, voters: VoterSet, now_ms: int) -> VoterChangeOutcome:
+    def _append_voters(
+        self, leader: LeaderState, voters: VoterSet, now_ms: int
+    ) -> VoterChangeOutcome:
         offset = self.log.end_offset()
-        self._append([Entry(offset, self.epoch, (voters.encode(),), ControlType.VOTERS)])
-        self._pending_changes.append(offset)
+        self._append([Entry(offset, leader.epoch, (voters.encode(),), ControlType.VOTERS)])
+        leader.pending_changes.append(offset)
         for voter in voters:
-            self._progress_of(voter.node_id, voter.directory_id)
-        self._answer_parked(now_ms)
+            leader.progress_of(voter.node_id, voter.directory_id)
+        self._answer_parked(leader, now_ms)
         return VoterChangeOutcome(ErrorCode.NONE, offset=offset)
 
     # ------------------------------------------------------------------ transitions
@@ -519,8 +542,8 @@ class RaftNode:
             self.log.flush()
             self._unflushed = False
             self._flushed_end = self.log.end_offset()
-            if self.state is State.LEADER:
-                self._advance_leader_high_watermark(now_ms)
+            if isinstance(self.role, LeaderState):
+                self._advance_leader_high_watermark(self.role, now_ms)
         ready, self._ready = self._ready, Ready()
         return ready
 
@@ -530,71 +553,58 @@ class RaftNode:
     def _send(self, to: int, message: Message) -> None:
         self._ready.messages.append((to, message))
 
-    def _reset_election_timer(self, now_ms: int) -> None:
+    def _election_deadline(self, now_ms: int) -> int:
         jitter = self._rng.randrange(self.election_timeout_ms)
-        self._election_deadline_ms = now_ms + self.election_timeout_ms + jitter
+        return now_ms + self.election_timeout_ms + jitter
 
     def _others(self) -> list[int]:
         return sorted(self.voters.ids - {self.node_id})
 
-    def _leave_leadership(self) -> None:
-        """Forget the leader's bookkeeping; pending voter changes fail (they may still
-        commit under the next leader: the client learns it from DescribeQuorum)."""
-        for offset in self._pending_changes:
-            self._ready.voter_changes.append((offset, ErrorCode.NOT_LEADER_OR_FOLLOWER))
-        self._pending_changes = []
-        self._parked = {}
-        self._progress = {}
+    def _transition(self, new: Role) -> None:
+        """The one way to change role: refuse any move the table does not list."""
+        old = self.role
+        check_transition(old, new)
+        if isinstance(old, LeaderState):
+            # Pending voter changes fail (they may still commit under the next leader:
+            # the client learns it from DescribeQuorum).
+            for offset in old.pending_changes:
+                self._ready.voter_changes.append((offset, ErrorCode.NOT_LEADER_OR_FOLLOWER))
+        self.role = new
 
     def _become_unattached(self, epoch: int, now_ms: int) -> None:
         invariant(epoch > self.epoch, f"unattached at {epoch} from epoch {self.epoch}")
-        self._leave_leadership()
-        self.epoch = epoch
-        self.voted_for = None
-        self.leader = None
-        self.state = State.UNATTACHED
-        self._fetch_in_flight = None
+        self._transition(UnattachedState(epoch, None, self._election_deadline(now_ms)))
+        self._fetching.in_flight = None
         self._persist()
-        self._reset_election_timer(now_ms)
 
-    def _become_resigned(self, now_ms: int) -> None:
-        self._leave_leadership()
-        self.state = State.RESIGNED
-        self._reset_election_timer(now_ms)
+    def _become_resigned(self, leader: LeaderState, now_ms: int) -> None:
+        deadline_ms = self._election_deadline(now_ms)
+        self._transition(ResignedState(leader.epoch, leader.voted_for, leader.leader, deadline_ms))
 
     def _become_follower(self, epoch: int, leader: int, now_ms: int) -> None:
         invariant(epoch >= self.epoch, f"follower at {epoch} from epoch {self.epoch}")
         invariant(
-            not (epoch == self.epoch and self.state is State.LEADER),
+            not (epoch == self.epoch and isinstance(self.role, LeaderState)),
             f"node {self.node_id} leads epoch {epoch} and was told {leader} leads it",
         )
         invariant(
             not (epoch == self.epoch and self.leader not in (None, leader)),
             f"two leaders {self.leader} and {leader} in epoch {epoch}",
         )
-        if epoch > self.epoch:
-            self.voted_for = None
-        self._leave_leadership()
-        self.epoch = epoch
-        self.leader = leader
-        self.state = State.FOLLOWER
-        self._persist()
-        self._fetch_deadline_ms = now_ms + self.fetch_timeout_ms
+        voted_for = self.voted_for if epoch == self.epoch else None
         # Only a successful fetch proves the leader alive (Kafka's hasFetchedFromLeader):
         # a leader learnt from a hint may be gone, and refusing pre-votes for it would
-        # keep the quorum leaderless.
-        self._last_leader_contact_ms = None
-        self._snapshot_fetch = None
+        # keep the quorum leaderless. So the new role has no leader contact yet.
+        self._transition(FollowerState(epoch, voted_for, leader, now_ms + self.fetch_timeout_ms))
+        self._persist()
         self._send_fetch(now_ms)
 
     def _become_prospective(self, now_ms: int) -> None:
-        failed_round = self.state in (State.PROSPECTIVE, State.CANDIDATE)
-        self.state = State.PROSPECTIVE
-        self.leader = None
-        self._last_leader_contact_ms = None
-        self._fetch_in_flight = None
-        self._granted = {self.node_id}
-        self._reset_election_timer(now_ms)
+        old = self.role
+        failed_round = isinstance(old, (ProspectiveState, CandidateState))
+        deadline_ms = self._election_deadline(now_ms)
+        self._transition(ProspectiveState(old.epoch, old.voted_for, deadline_ms, {self.node_id}))
+        self._fetching.in_flight = None
         for voter in self._others():
             self._send(voter, self._vote_request(voter, pre_vote=True))
         if failed_round and self.bootstrap_servers:
@@ -607,10 +617,11 @@ class RaftNode:
         recovery that made a controller we never heard of the only voter. Then every vote
         request goes to voters that are gone, and only an answer from outside our voter
         set (a leader, or a node that knows one, in a higher epoch) makes us follow."""
-        self._request_id += 1
-        self._fetch_in_flight = self._request_id
-        self._fetch_sent_ms = now_ms
-        self._fetch_wait_ms = 0
+        fetching = self._fetching
+        fetching.last_request_id += 1
+        fetching.in_flight = fetching.last_request_id
+        fetching.sent_ms = now_ms
+        fetching.wait_ms = 0
         # Round robin rather than the rng: the rng's sequence drives the simulator's
         # schedules, which this must not perturb.
         self._bootstrap_turn = (self._bootstrap_turn + 1) % self.bootstrap_servers
@@ -619,11 +630,11 @@ class RaftNode:
             self.key,
             self.log.end_offset(),
             self.log.last_epoch(),
-            self._request_id,
+            fetching.last_request_id,
             0,
         )
-        self._fetch_sent_to = bootstrap_destination(self._bootstrap_turn)
-        self._send(self._fetch_sent_to, request)
+        fetching.sent_to = bootstrap_destination(self._bootstrap_turn)
+        self._send(fetching.sent_to, request)
 
     def _vote_request(self, voter: int, pre_vote: bool) -> VoteRequest:
         known = self.voters.get(voter)
@@ -633,86 +644,71 @@ class RaftNode:
         )
 
     def _check_pre_votes(self, now_ms: int) -> None:
-        if self.state is State.PROSPECTIVE and len(self._granted) >= self.majority:
-            self._become_candidate(now_ms)
+        role = self.role
+        if isinstance(role, ProspectiveState) and len(role.granted) >= self.majority:
+            self._become_candidate(role, now_ms)
 
-    def _become_candidate(self, now_ms: int) -> None:
-        self.epoch += 1
-        self.voted_for = self.key
-        self.leader = None
-        self.state = State.CANDIDATE
+    def _become_candidate(self, prospective: ProspectiveState, now_ms: int) -> None:
+        deadline_ms = self._election_deadline(now_ms)
+        epoch = prospective.epoch + 1
+        self._transition(CandidateState(epoch, self.key, deadline_ms, {self.node_id}))
         self._persist()
-        self._granted = {self.node_id}
-        self._reset_election_timer(now_ms)
         for voter in self._others():
             self._send(voter, self._vote_request(voter, pre_vote=False))
         self._check_votes(now_ms)
 
     def _check_votes(self, now_ms: int) -> None:
-        if self.state is State.CANDIDATE and len(self._granted) >= self.majority:
-            self._become_leader(now_ms)
+        role = self.role
+        if isinstance(role, CandidateState) and len(role.granted) >= self.majority:
+            self._become_leader(role, now_ms)
 
-    def _become_leader(self, now_ms: int) -> None:
-        self.state = State.LEADER
-        self.leader = self.node_id
-        self._persist()
-        self._progress = {}
-        self._parked = {}
-        self._pending_changes = []
-        for voter in self.voters:
-            self._progress_of(voter.node_id, voter.directory_id).last_fetch_ms = now_ms
-        self._progress_of(self.node_id).end_offset = self._flushed_end
+    def _become_leader(self, candidate: CandidateState, now_ms: int) -> None:
         # The leader-change entry: the first entry of our epoch, so that the high
         # watermark can move past entries of earlier epochs (Raft's commit rule).
-        self._epoch_start_offset = self.log.end_offset()
+        epoch_start_offset = self.log.end_offset()
+        leader = LeaderState(candidate.epoch, candidate.voted_for, self.node_id, epoch_start_offset)
+        self._transition(leader)
+        self._persist()
+        for voter in self.voters:
+            leader.progress_of(voter.node_id, voter.directory_id).last_fetch_ms = now_ms
+        leader.progress_of(self.node_id).end_offset = self._flushed_end
         change = LeaderChangeMessage(
             version=0,
             leader_id=self.node_id,
             voters=[LeaderChangeVoter(voter_id=v) for v in sorted(self.voters.ids)],
-            granting_voters=[LeaderChangeVoter(voter_id=v) for v in sorted(self._granted)],
+            granting_voters=[LeaderChangeVoter(voter_id=v) for v in sorted(candidate.granted)],
         )
         entry = Entry(
-            self._epoch_start_offset, self.epoch, (change.encode(0),), ControlType.LEADER_CHANGE
+            epoch_start_offset, leader.epoch, (change.encode(0),), ControlType.LEADER_CHANGE
         )
         self._append([entry])
-        if self.dynamic and self._epoch_start_offset == 0:
+        if self.dynamic and epoch_start_offset == 0:
             # The first leader copies the bootstrap voter set into the log (KIP-853), so
             # that a replica formatted without it (an observer, a new disk) learns it.
-            voters = Entry(1, self.epoch, (self.voters.encode(),), ControlType.VOTERS)
+            voters = Entry(1, leader.epoch, (self.voters.encode(),), ControlType.VOTERS)
             self._append([voters])
-        self._begin_sent_ms = {}
-        self._fetched_this_epoch = set()
         for other in self._others():
-            self._send_begin(other, now_ms)
+            self._send_begin(leader, other, now_ms)
 
-    def _send_begin(self, voter: int, now_ms: int) -> None:
+    def _send_begin(self, leader: LeaderState, voter: int, now_ms: int) -> None:
         known = self.voters.get(voter)
         key = known.key if known is not None else ReplicaKey(voter)
-        self._send(voter, BeginQuorumEpoch(self.epoch, self.node_id, key))
-        self._begin_sent_ms[voter] = now_ms
+        self._send(voter, BeginQuorumEpoch(leader.epoch, self.node_id, key))
+        leader.begin_sent_ms[voter] = now_ms
 
-    def _progress_of(
-        self, node_id: int, directory_id: uuid.UUID = ZERO_DIRECTORY
-    ) -> ReplicaProgress:
-        progress = self._progress.get(node_id)
-        if progress is None:
-            progress = ReplicaProgress(ReplicaKey(node_id, directory_id))
-            self._progress[node_id] = progress
-        return progress
-
-    def _voter_end_offset(self, voter: Voter) -> int:
+    def _voter_end_offset(self, leader: LeaderState, voter: Voter) -> int:
         """What a voter provably holds; a replica with another directory id (a wiped disk
         under the same node id) is not that voter and counts for nothing."""
-        progress = self._progress_of(voter.node_id, voter.directory_id)
+        progress = leader.progress_of(voter.node_id, voter.directory_id)
         if not VoterSet((voter,)).is_voter(progress.key):
             return 0
         return progress.end_offset
 
-    def _leader_tick(self, now_ms: int) -> None:
+    def _leader_tick(self, leader: LeaderState, now_ms: int) -> None:
         # Check-quorum: resign when a majority (counting ourselves) has not fetched lately.
         recent = 0
         for voter in self.voters:
-            progress = self._progress_of(voter.node_id, voter.directory_id)
+            progress = leader.progress_of(voter.node_id, voter.directory_id)
             last = progress.last_fetch_ms
             if voter.node_id == self.node_id or (
                 last is not None
@@ -721,29 +717,29 @@ class RaftNode:
             ):
                 recent += 1
         if recent < self.majority:
-            self._become_resigned(now_ms)
+            self._become_resigned(leader, now_ms)
             return
         # A voter that has not fetched in this epoch may have missed BeginQuorumEpoch.
         for other in self._others():
-            if other in self._fetched_this_epoch:
+            if other in leader.fetched_this_epoch:
                 continue
-            sent = self._begin_sent_ms.get(other)
+            sent = leader.begin_sent_ms.get(other)
             if sent is None or now_ms - sent >= self.election_timeout_ms // 2:
-                self._send_begin(other, now_ms)
-        for replica, (request, deadline) in sorted(self._parked.items()):
+                self._send_begin(leader, other, now_ms)
+        for replica, (request, deadline) in sorted(leader.parked.items()):
             if now_ms >= deadline:
-                del self._parked[replica]
-                self._answer_fetch(request, now_ms)
+                del leader.parked[replica]
+                self._answer_fetch(leader, request, now_ms)
 
     def _observer_tick(self, now_ms: int) -> None:
         """An observer (or a voter removed from the set) never campaigns; it fetches."""
-        if self.state is State.FOLLOWER and now_ms >= self._fetch_deadline_ms:
-            self.state = State.UNATTACHED
-            self.leader = None
-            self._fetch_in_flight = None
-        elif self.state in (State.PROSPECTIVE, State.CANDIDATE, State.RESIGNED):
-            self.state = State.UNATTACHED
-            self.leader = None
+        role = self.role
+        if isinstance(role, FollowerState) and now_ms >= role.fetch_deadline_ms:
+            self._transition(UnattachedState(role.epoch, role.voted_for, None))
+            self._fetching.in_flight = None
+        elif isinstance(role, (ProspectiveState, CandidateState, ResignedState)):
+            deadline_ms = role.election_deadline_ms
+            self._transition(UnattachedState(role.epoch, role.voted_for, deadline_ms))
         self._fetch_if_due(now_ms)
 
     def _set_high_watermark(self, value: int) -> None:
@@ -767,19 +763,20 @@ class RaftNode:
                 self._ready.committed.append(entry)
                 offset = entry.next_offset
 
-    def _advance_leader_high_watermark(self, now_ms: int) -> None:
-        self._progress_of(self.node_id).end_offset = self._flushed_end
-        offsets = sorted((self._voter_end_offset(v) for v in self.voters), reverse=True)
+    def _advance_leader_high_watermark(self, leader: LeaderState, now_ms: int) -> None:
+        leader.progress_of(self.node_id).end_offset = self._flushed_end
+        offsets = sorted((self._voter_end_offset(leader, v) for v in self.voters), reverse=True)
         candidate = offsets[self.majority - 1]
         # Only an offset past our own leader-change entry commits (it is of our epoch).
-        if candidate <= self._epoch_start_offset or candidate <= self.high_watermark:
+        if candidate <= leader.epoch_start_offset or candidate <= self.high_watermark:
             return
         self._set_high_watermark(candidate)
-        done = [o for o in self._pending_changes if o < self.high_watermark]
-        self._pending_changes = [o for o in self._pending_changes if o >= self.high_watermark]
+        pending = leader.pending_changes
+        done = [o for o in pending if o < self.high_watermark]
+        leader.pending_changes = [o for o in pending if o >= self.high_watermark]
         for offset in done:
             self._ready.voter_changes.append((offset, ErrorCode.NONE))
-        self._answer_parked(now_ms)
+        self._answer_parked(leader, now_ms)
         if not self.is_voter and not (
             self._voter_changes and self._voter_changes[-1][0] >= self.high_watermark
         ):
@@ -812,10 +809,11 @@ class RaftNode:
         if request.pre_vote:
             # A pre-vote changes nothing here. Refuse when our leader is alive (KIP-996),
             # so that a node coming back from a partition cannot disrupt a healthy quorum.
-            leader_alive = self.state is State.LEADER or (
-                self.state is State.FOLLOWER
-                and self._last_leader_contact_ms is not None
-                and now_ms - self._last_leader_contact_ms < self.fetch_timeout_ms
+            role = self.role
+            leader_alive = isinstance(role, LeaderState) or (
+                isinstance(role, FollowerState)
+                and role.last_leader_contact_ms is not None
+                and now_ms - role.last_leader_contact_ms < self.fetch_timeout_ms
             )
             granted = (
                 request.epoch >= self.epoch
@@ -826,18 +824,21 @@ class RaftNode:
             return
         if request.epoch > self.epoch:
             self._become_unattached(request.epoch, now_ms)
+        role = self.role
         granted = (
-            request.epoch == self.epoch
-            and self.state is State.UNATTACHED
-            and (self.voted_for is None or self.voted_for.node_id == sender)
+            request.epoch == role.epoch
+            and isinstance(role, UnattachedState)
+            and (role.voted_for is None or role.voted_for.node_id == sender)
             and self._log_is_up_to_date(request.last_epoch, request.last_offset)
         )
         if granted:
-            if self.voted_for is None:
-                self.voted_for = request.candidate
+            assert isinstance(role, UnattachedState)
+            # A vote keeps the role: Unattached in the same epoch, now with a vote.
+            if role.voted_for is None:
+                role.voted_for = request.candidate
                 self._persist()
-            self._reset_election_timer(now_ms)
-        self._send(sender, VoteResponse(self.epoch, granted, False, self.leader))
+            role.election_deadline_ms = self._election_deadline(now_ms)
+        self._send(sender, VoteResponse(role.epoch, granted, False, role.leader))
 
     def _on_vote_response(self, response: VoteResponse, sender: int, now_ms: int) -> None:
         if response.epoch > self.epoch:
@@ -851,8 +852,7 @@ class RaftNode:
             and not response.granted
             and response.leader is not None
             and response.leader != self.node_id
-            and self.leader is None
-            and self.state in (State.UNATTACHED, State.PROSPECTIVE, State.CANDIDATE)
+            and isinstance(self.role, (UnattachedState, ProspectiveState, CandidateState))
         ):
             # Refused because a leader of our epoch is alive: follow it. Without this a
             # voter whose voter set is stale (removed while away) asks pre-votes forever
@@ -863,11 +863,12 @@ class RaftNode:
             return
         if sender not in self.voters.ids:
             return  # only our own voter set elects us
-        if response.pre_vote and self.state is State.PROSPECTIVE:
-            self._granted.add(sender)
+        role = self.role
+        if response.pre_vote and isinstance(role, ProspectiveState):
+            role.granted.add(sender)
             self._check_pre_votes(now_ms)
-        elif not response.pre_vote and self.state is State.CANDIDATE:
-            self._granted.add(sender)
+        elif not response.pre_vote and isinstance(role, CandidateState):
+            role.granted.add(sender)
             self._check_votes(now_ms)
 
     # ------------------------------------------------------------------ epochs
@@ -875,39 +876,42 @@ class RaftNode:
     def _on_begin_quorum_epoch(self, message: BeginQuorumEpoch, now_ms: int) -> None:
         if message.epoch < self.epoch or not self._addressed_to_us(message.voter):
             return
-        if message.epoch == self.epoch and self.state is State.FOLLOWER:
+        if message.epoch == self.epoch and isinstance(self.role, FollowerState):
             return  # already following; the fetch loop is running
         self._become_follower(message.epoch, message.leader, now_ms)
 
     def _on_end_quorum_epoch(self, message: EndQuorumEpoch, now_ms: int) -> None:
         if message.epoch < self.epoch or not self.is_voter:
             return
-        if message.epoch > self.epoch:
+        role = self.role
+        if message.epoch > role.epoch:
             self._become_unattached(message.epoch, now_ms)
-        elif self.state is State.FOLLOWER and self.leader == message.leader:
-            self.state = State.UNATTACHED
-            self.leader = None
-            self._fetch_in_flight = None
+        elif isinstance(role, FollowerState) and role.leader == message.leader:
+            # Its deadline is set below, from the successors' order.
+            self._transition(UnattachedState(role.epoch, role.voted_for, None))
+            self._fetching.in_flight = None
         else:
             return
-        self._last_leader_contact_ms = None
+        unattached = self.role
+        assert isinstance(unattached, UnattachedState)
         # The most caught-up successor campaigns first; the others wait their turn.
         if self.node_id in message.preferred_successors:
             position = message.preferred_successors.index(self.node_id)
             backoff = (
                 position * self.election_timeout_ms // max(1, len(message.preferred_successors))
             )
-            self._election_deadline_ms = now_ms + backoff + self._rng.randrange(50)
+            unattached.election_deadline_ms = now_ms + backoff + self._rng.randrange(50)
         else:
-            self._reset_election_timer(now_ms)
+            unattached.election_deadline_ms = self._election_deadline(now_ms)
 
     # ------------------------------------------------------------------ the fetch loop
 
     def _fetch_if_due(self, now_ms: int) -> None:
-        if self._fetch_in_flight is None:
-            if now_ms >= self._next_fetch_ms:
+        fetching = self._fetching
+        if fetching.in_flight is None:
+            if now_ms >= fetching.next_fetch_ms:
                 self._send_fetch(now_ms)
-        elif now_ms - self._fetch_sent_ms >= self._fetch_wait_ms + self.request_timeout_ms:
+        elif now_ms - fetching.sent_ms >= fetching.wait_ms + self.request_timeout_ms:
             self._send_fetch(now_ms)
 
     def _fetch_target(self) -> int | None:
@@ -921,34 +925,37 @@ class RaftNode:
         return None
 
     def _send_fetch(self, now_ms: int) -> None:
-        if self.leader is None:
-            # The leader that offered this snapshot is gone; only a Fetch finds the next
-            # one (a FetchSnapshot to anyone else just fails, forever).
-            self._snapshot_fetch = None
+        role = self.role
+        # A snapshot transfer belongs to a Follower: once the leader that offered it is
+        # gone, only a Fetch finds the next one (a FetchSnapshot to anyone else just
+        # fails, forever).
+        snapshot_fetch = role.snapshot_fetch if isinstance(role, FollowerState) else None
         target = self._fetch_target()
+        fetching = self._fetching
         if target is None:
-            self._next_fetch_ms = now_ms + self.fetch_backoff_ms
+            fetching.next_fetch_ms = now_ms + self.fetch_backoff_ms
             return
-        self._request_id += 1
-        self._fetch_in_flight = self._request_id
-        self._fetch_sent_ms = now_ms
-        self._fetch_sent_to = target
-        if self._snapshot_fetch is not None:
-            snapshot_id, buffer = self._snapshot_fetch
-            self._fetch_wait_ms = 0
+        fetching.last_request_id += 1
+        request_id = fetching.last_request_id
+        fetching.in_flight = request_id
+        fetching.sent_ms = now_ms
+        fetching.sent_to = target
+        if snapshot_fetch is not None:
+            snapshot_id, buffer = snapshot_fetch
+            fetching.wait_ms = 0
             request: Message = FetchSnapshotRequest(
-                self.epoch, self.key, snapshot_id, len(buffer), self._request_id
+                role.epoch, self.key, snapshot_id, len(buffer), request_id
             )
         else:
             # Only a known leader holds a fetch open; anyone else answers at once.
-            self._fetch_wait_ms = self.fetch_max_wait_ms if self.leader is not None else 0
+            fetching.wait_ms = self.fetch_max_wait_ms if role.leader is not None else 0
             request = FetchRequest(
-                self.epoch,
+                role.epoch,
                 self.key,
                 self.log.end_offset(),
                 self.log.last_epoch(),
-                self._request_id,
-                self._fetch_wait_ms,
+                request_id,
+                fetching.wait_ms,
             )
         self._send(target, request)
 
@@ -956,14 +963,15 @@ class RaftNode:
         sender = request.replica.node_id
         if request.epoch > self.epoch:
             self._become_unattached(request.epoch, now_ms)
-        if self.state is not State.LEADER:
+        role = self.role
+        if not isinstance(role, LeaderState):
             # Tell the fetcher who leads (if we know) so that it catches up on the epoch. A
             # resigned leader names no leader: its answers must not keep followers attached.
-            leader = None if self.state is State.RESIGNED else self.leader
+            leader = None if isinstance(role, ResignedState) else role.leader
             self._send(
                 sender,
                 FetchResponse(
-                    self.epoch,
+                    role.epoch,
                     leader,
                     self.high_watermark,
                     (),
@@ -972,11 +980,11 @@ class RaftNode:
                 ),
             )
             return
-        if request.epoch < self.epoch:
+        if request.epoch < role.epoch:
             self._send(
                 sender,
                 FetchResponse(
-                    self.epoch,
+                    role.epoch,
                     self.node_id,
                     self.high_watermark,
                     (),
@@ -985,17 +993,17 @@ class RaftNode:
                 ),
             )
             return
-        progress = self._progress.get(sender)
+        progress = role.progress.get(sender)
         if progress is None or progress.key != request.replica:
             # A new replica, or a replaced disk: nothing it held before counts.
             progress = ReplicaProgress(request.replica)
-            self._progress[sender] = progress
+            role.progress[sender] = progress
         previous_fetch_ms = progress.last_fetch_ms
         progress.last_fetch_ms = now_ms
-        self._fetched_this_epoch.add(sender)
-        self._parked.pop(sender, None)
+        role.fetched_this_epoch.add(sender)
+        role.parked.pop(sender, None)
         if self._needs_snapshot(request) or self._diverging(request) is not None:
-            self._answer_fetch(request, now_ms)
+            self._answer_fetch(role, request, now_ms)
             return
         # A valid fetch proves the fetcher's log equals ours below fetch_offset.
         if request.fetch_offset > progress.end_offset:
@@ -1011,8 +1019,8 @@ class RaftNode:
             progress.last_caught_up_ms = max(progress.last_caught_up_ms or 0, previous_fetch_ms)
         progress.leader_end_at_last_fetch = leader_end
         if sender in self.voters.ids:
-            self._advance_leader_high_watermark(now_ms)
-            if self.state is not State.LEADER:
+            self._advance_leader_high_watermark(role, now_ms)
+            if self.role is not role:
                 return  # our own removal committed and we resigned; the fetcher retries
         nothing_new = request.fetch_offset >= self.log.end_offset()
         if (
@@ -1020,9 +1028,9 @@ class RaftNode:
             and request.max_wait_ms > 0
             and progress.sent_high_watermark >= self.high_watermark
         ):
-            self._parked[sender] = (request, now_ms + request.max_wait_ms)
+            role.parked[sender] = (request, now_ms + request.max_wait_ms)
             return
-        self._answer_fetch(request, now_ms)
+        self._answer_fetch(role, request, now_ms)
 
     def _needs_snapshot(self, request: FetchRequest) -> bool:
         start = self.log.start_offset()
@@ -1053,10 +1061,12 @@ class RaftNode:
             return None
         return (epoch, max(end_offset, 0))
 
-    def _answer_fetch(self, request: FetchRequest, now_ms: int) -> None:
+    def _answer_fetch(self, leader: LeaderState, request: FetchRequest, now_ms: int) -> None:
         sender = request.replica.node_id
-        progress = self._progress_of(sender)
-        base = FetchResponse(self.epoch, self.node_id, self.high_watermark, (), request.request_id)
+        progress = leader.progress_of(sender)
+        base = FetchResponse(
+            leader.epoch, self.node_id, self.high_watermark, (), request.request_id
+        )
         if self._needs_snapshot(request):
             snapshot = self.log.latest_snapshot()
             self._send(sender, dataclasses.replace(base, snapshot_id=snapshot))
@@ -1073,45 +1083,48 @@ class RaftNode:
         progress.sent_high_watermark = self.high_watermark
         self._send(sender, dataclasses.replace(base, entries=entries))
 
-    def _answer_parked(self, now_ms: int) -> None:
-        parked, self._parked = self._parked, {}
+    def _answer_parked(self, leader: LeaderState, now_ms: int) -> None:
+        parked, leader.parked = leader.parked, {}
         for _, (request, _deadline) in sorted(parked.items()):
-            self._answer_fetch(request, now_ms)
+            self._answer_fetch(leader, request, now_ms)
 
     def _on_fetch_response(self, response: FetchResponse, now_ms: int) -> None:
-        if response.request_id != self._fetch_in_flight:
+        fetching = self._fetching
+        if response.request_id != fetching.in_flight:
             return  # stale, duplicated, or for a fetch we gave up on
-        self._fetch_in_flight = None
+        fetching.in_flight = None
         if response.epoch > self.epoch:
             if response.leader is not None and response.leader != self.node_id:
                 self._become_follower(response.epoch, response.leader, now_ms)
             else:
                 self._become_unattached(response.epoch, now_ms)
-                self._next_fetch_ms = now_ms + self.fetch_backoff_ms
+                fetching.next_fetch_ms = now_ms + self.fetch_backoff_ms
             return
-        if response.epoch < self.epoch or response.error != ErrorCode.NONE:
+        role = self.role
+        # Unattached is the only role that both fetches and knows no leader: a Follower
+        # always has one, and the candidates' roles do not follow from a fetch answer.
+        if response.epoch < role.epoch or response.error != ErrorCode.NONE:
             if (
-                response.epoch == self.epoch
+                response.epoch == role.epoch
                 and response.leader is not None
                 and response.leader != self.node_id
-                and self.leader is None
-                and self.state in (State.UNATTACHED, State.FOLLOWER)
+                and isinstance(role, UnattachedState)
             ):
                 self._become_follower(response.epoch, response.leader, now_ms)
                 return
-            self._next_fetch_ms = now_ms + self.fetch_backoff_ms
+            fetching.next_fetch_ms = now_ms + self.fetch_backoff_ms
             return
         if response.leader is None or response.leader == self.node_id:
-            self._next_fetch_ms = now_ms + self.fetch_backoff_ms
+            fetching.next_fetch_ms = now_ms + self.fetch_backoff_ms
             return
-        if self.state is not State.FOLLOWER or self.leader != response.leader:
-            if self.state is State.UNATTACHED and self.leader is None:
+        if not isinstance(role, FollowerState) or role.leader != response.leader:
+            if isinstance(role, UnattachedState):
                 self._become_follower(response.epoch, response.leader, now_ms)
             return
-        self._fetch_deadline_ms = now_ms + self.fetch_timeout_ms
-        self._last_leader_contact_ms = now_ms
+        role.fetch_deadline_ms = now_ms + self.fetch_timeout_ms
+        role.last_leader_contact_ms = now_ms
         if response.snapshot_id is not None:
-            self._snapshot_fetch = (response.snapshot_id, bytearray())
+            role.snapshot_fetch = (response.snapshot_id, bytearray())
             self._send_fetch(now_ms)
             return
         if response.diverging_epoch is not None:
@@ -1145,11 +1158,12 @@ class RaftNode:
         sender = request.replica.node_id
 
         def answer(error: int, size: int = 0, chunk: bytes = b"") -> None:
-            leader = self.leader if self.state is not State.RESIGNED else None
+            role = self.role
+            leader = None if isinstance(role, ResignedState) else role.leader
             self._send(
                 sender,
                 FetchSnapshotResponse(
-                    self.epoch,
+                    role.epoch,
                     leader,
                     request.snapshot_id,
                     size,
@@ -1162,18 +1176,19 @@ class RaftNode:
 
         if request.epoch > self.epoch:
             self._become_unattached(request.epoch, now_ms)
-        if self.state is not State.LEADER:
+        leader = self.role
+        if not isinstance(leader, LeaderState):
             answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return
-        if request.epoch < self.epoch:
+        if request.epoch < leader.epoch:
             answer(ErrorCode.FENCED_LEADER_EPOCH)
             return
-        progress = self._progress.get(sender)
+        progress = leader.progress.get(sender)
         if progress is None or progress.key != request.replica:
             progress = ReplicaProgress(request.replica)
-            self._progress[sender] = progress
+            leader.progress[sender] = progress
         progress.last_fetch_ms = now_ms
-        self._fetched_this_epoch.add(sender)
+        leader.fetched_this_epoch.add(sender)
         data = self.log.read_snapshot(request.snapshot_id)
         if data is None:
             answer(ErrorCode.SNAPSHOT_NOT_FOUND)
@@ -1185,33 +1200,35 @@ class RaftNode:
         answer(ErrorCode.NONE, len(data), data[request.position : request.position + size])
 
     def _on_fetch_snapshot_response(self, response: FetchSnapshotResponse, now_ms: int) -> None:
-        if response.request_id != self._fetch_in_flight:
+        fetching = self._fetching
+        if response.request_id != fetching.in_flight:
             return
-        self._fetch_in_flight = None
+        fetching.in_flight = None
         if response.epoch > self.epoch:
-            self._snapshot_fetch = None
+            # The transfer in progress, if any, goes with the role it belongs to.
             if response.leader is not None and response.leader != self.node_id:
                 self._become_follower(response.epoch, response.leader, now_ms)
             else:
                 self._become_unattached(response.epoch, now_ms)
             return
-        fetch = self._snapshot_fetch
+        role = self.role
+        fetch = role.snapshot_fetch if isinstance(role, FollowerState) else None
         if (
             fetch is None
-            or response.epoch < self.epoch
-            or self.state is not State.FOLLOWER
-            or response.leader != self.leader
+            or not isinstance(role, FollowerState)
+            or response.epoch < role.epoch
+            or response.leader != role.leader
             or response.snapshot_id != fetch[0]
         ):
-            self._next_fetch_ms = now_ms + self.fetch_backoff_ms
+            fetching.next_fetch_ms = now_ms + self.fetch_backoff_ms
             return
         if response.error != ErrorCode.NONE:
             # The leader moved on to a newer snapshot (or lost this one): fetch again.
-            self._snapshot_fetch = None
-            self._next_fetch_ms = now_ms + self.fetch_backoff_ms
+            role.snapshot_fetch = None
+            fetching.next_fetch_ms = now_ms + self.fetch_backoff_ms
             return
-        self._fetch_deadline_ms = now_ms + self.fetch_timeout_ms
-        self._last_leader_contact_ms = now_ms
+        role.fetch_deadline_ms = now_ms + self.fetch_timeout_ms
+        role.last_leader_contact_ms = now_ms
         snapshot_id, buffer = fetch
         if response.position != len(buffer):
             self._send_fetch(now_ms)
@@ -1220,16 +1237,18 @@ class RaftNode:
         if len(buffer) < response.size:
             self._send_fetch(now_ms)
             return
-        self._install_snapshot(snapshot_id, bytes(buffer))
+        self._install_snapshot(role, snapshot_id, bytes(buffer))
         self._send_fetch(now_ms)
 
-    def _install_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+    def _install_snapshot(
+        self, follower: FollowerState, snapshot_id: SnapshotId, data: bytes
+    ) -> None:
         decode_snapshot(data)  # a damaged transfer must not replace the log
         invariant(
             snapshot_id.end_offset >= self.high_watermark,
             f"snapshot {snapshot_id} below the high watermark {self.high_watermark}",
         )
-        self._snapshot_fetch = None
+        follower.snapshot_fetch = None
         self.log.write_snapshot(snapshot_id, data)
         self.log.reset_to_snapshot(snapshot_id)
         self._flushed_end = self.log.end_offset()
@@ -1238,6 +1257,10 @@ class RaftNode:
         self._ready.high_watermark = snapshot_id.end_offset
         self._ready.committed = []
         self._ready.snapshot = snapshot_id
+
+
+def _not_a_message(message: Never) -> NoReturn:
+    raise InvariantError(f"step() was given a {type(message).__name__}, which is no Raft message")
 
 
 def _not_a_voter(key: ReplicaKey) -> VoterChangeOutcome:
