@@ -698,3 +698,36 @@ def test_leadership_moving_during_the_record_check_appends_nothing() -> None:
         ErrorCode.NOT_LEADER_OR_FOLLOWER
     )
     assert old.log.log_end_offset == 0
+
+
+def test_a_partition_past_the_topics_count_is_unknown_not_led_elsewhere() -> None:
+    # Kafka answers NOT_LEADER_OR_FOLLOWER only for a partition the metadata has: a client
+    # told that about partition 7 of a one-partition topic waits for a leader that never
+    # comes, where UNKNOWN_TOPIC_OR_PARTITION makes it refresh its metadata and give up.
+    h = Harness()
+    h.create("t")
+    produced_to = h.produce("t", batch(), acks=1, partition=7)
+    assert isinstance(produced_to, Reply)
+    code = produced_to.response.responses[0].partition_responses[0].error_code
+    assert code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    fetch = FetchRequest(
+        max_wait_ms=0,
+        topics=[
+            FetchTopic(
+                topic="t",
+                partitions=[FetchPartition(partition=7, fetch_offset=0, partition_max_bytes=1024)],
+            )
+        ],
+    )
+    fetched = h.carry(handle_fetch(h.state, header(1, 11), fetch)).responses[0].partitions[0]
+    assert fetched.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    offsets = ListOffsetsRequest(
+        replica_id=-1,
+        topics=[
+            ListOffsetsTopic(
+                name="t", partitions=[ListOffsetsPartition(partition_index=7, timestamp=-1)]
+            )
+        ],
+    )
+    listed = h.carry(handle_list_offsets(h.state, header(2, 7), offsets)).topics[0].partitions[0]
+    assert listed.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

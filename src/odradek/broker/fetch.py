@@ -71,7 +71,7 @@ def _attempt(
             if partition is None:
                 if version >= TOPIC_IDS_VERSION and not name:
                     data.error_code = ErrorCode.UNKNOWN_TOPIC_ID
-                elif name in state.image.topics_by_name:
+                elif state.knows_partition(name, wanted.partition):
                     data.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
                     hint = leader_hint(state, name, wanted.partition)
                     if hint is not None and version >= LEADER_HINT_VERSION:

@@ -42,7 +42,7 @@ def handle_list_offsets(
             out.partitions.append(result)
             partition = state.led_partition((topic.name, wanted.partition_index))
             if partition is None:
-                known = topic.name in state.image.topics_by_name
+                known = state.knows_partition(topic.name, wanted.partition_index)
                 result.error_code = (
                     ErrorCode.NOT_LEADER_OR_FOLLOWER
                     if known

@@ -97,7 +97,7 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
             key = (topic.name, data.index)
             partition = state.led_partition(key)
             if partition is None:
-                known = topic.name in state.image.topics_by_name
+                known = state.knows_partition(topic.name, data.index)
                 result.error_code = (
                     ErrorCode.NOT_LEADER_OR_FOLLOWER
                     if known

@@ -89,6 +89,14 @@ class BrokerState:
         partition = self.partitions.get(key)
         return partition if partition is not None and partition.is_leader else None
 
+    def knows_partition(self, topic: str, index: int) -> bool:
+        """Whether the metadata has this partition. A request for one this node does not
+        lead is NOT_LEADER_OR_FOLLOWER if it exists, else UNKNOWN_TOPIC_OR_PARTITION, as
+        Kafka's replica manager answers: a partition number past the topic's count is no
+        leadership the client can wait out."""
+        found = self.image.topics_by_name.get(topic)
+        return found is not None and index in found.partitions
+
     def live_brokers(self) -> list[int]:
         live = {b.broker_id for b in self.image.brokers.values() if not b.fenced}
         if self.settings.is_broker:
