@@ -261,15 +261,20 @@ def test_an_older_segment_holds_no_file_open_and_the_cache_bounds_them(tmp_path:
     reopened.close()
 
 
+def reopened_after_a_clean_stop(tmp_path: Path, cache: SegmentCache) -> PartitionLog:
+    """A log of many segments on the real disk, closed, and opened again as a start
+    after a clean stop opens it (its recovery point at the log end)."""
+    fs = RealFileSystem()
+    directory = str(tmp_path / "t-0")
+    filled(fs, directory, batches=90).close()
+    return trusting_open(fs, recovery_point=10**9, directory=directory, cache=cache)
+
+
 def test_a_clean_open_opens_no_older_segment(tmp_path: Path) -> None:
     # A stat gives an older segment's size: a start with 9,000 segments pays no 9,000
     # open, fstat and close calls; a segment's file is opened when it is first read.
-    fs = RealFileSystem()
-    directory = str(tmp_path / "t-0")
-    log = filled(fs, directory, batches=90)
-    log.close()
     cache = SegmentCache(capacity=100)
-    reopened = trusting_open(fs, recovery_point=10**9, directory=directory, cache=cache)
+    reopened = reopened_after_a_clean_stop(tmp_path, cache)
     older = reopened.segments[:-1]
     # Only the log's first batch is read (it is checked against the leader-epoch file).
     assert len(older) > 20 and len(cache) <= 1
@@ -281,12 +286,7 @@ def test_a_clean_open_opens_no_older_segment(tmp_path: Path) -> None:
 
 
 def test_a_file_range_keeps_its_descriptor_when_the_cache_lets_go_of_it(tmp_path: Path) -> None:
-    fs = RealFileSystem()
-    directory = str(tmp_path / "t-0")
-    log = filled(fs, directory, batches=90)
-    log.close()
-    cache = SegmentCache(capacity=1)
-    reopened = trusting_open(fs, recovery_point=10**9, directory=directory, cache=cache)
+    reopened = reopened_after_a_clean_stop(tmp_path, SegmentCache(capacity=1))
     found = reopened.read(0, 1 << 20)
     assert found is not None
     expected = found.read()

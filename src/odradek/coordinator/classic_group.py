@@ -376,6 +376,21 @@ class Group:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return None
 
+    def validate_generation(
+        self, member_id: str, group_instance_id: str | None, generation_id: int
+    ) -> ErrorCode | None:
+        """The checks a Heartbeat and a SyncGroup share, in Kafka's order: a dead group
+        (COORDINATOR_NOT_AVAILABLE), the member (:meth:`validate_member`), then its
+        generation (ILLEGAL_GENERATION)."""
+        if self.state is _DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        error = self.validate_member(member_id, group_instance_id)
+        if error is not None:
+            return error
+        if generation_id != self.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return None
+
     def check_invariants(self) -> None:
         """Raise InvariantError if the group's state is inconsistent (used by the tests)."""
         g = self.group_id

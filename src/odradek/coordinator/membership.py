@@ -392,13 +392,11 @@ class Membership:
         group = self._ctx.groups.get(request.group_id)
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.state is _DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = group.validate_member(request.member_id, request.group_instance_id)
+        error = group.validate_generation(
+            request.member_id, request.group_instance_id, request.generation_id
+        )
         if error is not None:
             return error
-        if request.generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
         if group.state is _EMPTY:
             return ErrorCode.UNKNOWN_MEMBER_ID
         self._ctx.schedule_session(group, group.members[request.member_id])

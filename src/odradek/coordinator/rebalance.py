@@ -344,13 +344,11 @@ class Rebalancer:
     def _validate_sync(self, group: Group | None, request: SyncGroupRequest) -> ErrorCode | None:
         if group is None:
             return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.state is _DEAD:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        error = group.validate_member(request.member_id, request.group_instance_id)
+        error = group.validate_generation(
+            request.member_id, request.group_instance_id, request.generation_id
+        )
         if error is not None:
             return error
-        if request.generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
         # v5 clients name the protocol they assigned with; a mismatch means they assigned
         # for something else than the group chose.
         if request.protocol_type is not None and request.protocol_type != group.protocol_type:

@@ -1213,19 +1213,14 @@ class Node:
             now_ms=steady_ms(),
             client_id=call.client_id,
             client_host="/" + peer.rsplit(":", 1)[0],
-            partition_exists=self._partition_exists,
+            # The cluster's partitions (the image): the coordinator need not host them.
+            partition_exists=self.state.knows_partition,
         )
         self._apply_group_output(output)
         try:
             return await future
         finally:
             self._group_waiters.pop(token, None)
-
-    def _partition_exists(self, topic: str, index: int) -> bool:
-        """Whether the cluster has the partition (the image), which is what an offset
-        commit is checked against: the coordinator need not host it itself."""
-        found = self.state.image.topics_by_name.get(topic)
-        return found is not None and index in found.partitions
 
     def _apply_group_output(self, output: Output) -> None:
         for completion in output.completions:
