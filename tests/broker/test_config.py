@@ -12,7 +12,7 @@ from odradek.broker.config import (
     Voter,
     parse_overrides,
 )
-from odradek.core.configdef import ConfigValue
+from odradek.core.config_keys import ConfigValue
 from odradek.core.errors import ConfigError
 
 COMBINED = {

@@ -46,7 +46,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Final
 
-from odradek.core.configdef import (
+from odradek.core.config_keys import (
     REQUIRED,
     ConfigDef,
     ConfigKey,
@@ -58,9 +58,9 @@ from odradek.core.configdef import (
     Required,
     Validator,
     ValidList,
-    parse_properties,
 )
 from odradek.core.errors import ConfigError
+from odradek.core.properties import parse_properties
 
 __all__ = [
     "SECURITY_PROTOCOLS",

@@ -59,7 +59,7 @@ from odradek.controller.configs import (
 from odradek.controller.image import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from odradek.controller.offline_log_dirs import OFFLINE_LOG_DIRS_CONFIG
 from odradek.controller.topics import topic_name_problem
-from odradek.core.configdef import ConfigType
+from odradek.core.config_keys import ConfigType
 from odradek.core.errors import ConfigError
 from odradek.protocol.api import RequestHeader
 from odradek.protocol.error_codes import ErrorCode

@@ -50,7 +50,7 @@ from odradek.broker.config import (
 from odradek.broker.record_validation import RecordPolicy
 from odradek.controller.image import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from odradek.controller.unclean_history import UNCLEAN_ELECTIONS_CONFIG
-from odradek.core.configdef import (
+from odradek.core.config_keys import (
     ConfigDef,
     ConfigKey,
     ConfigType,
