@@ -19,8 +19,8 @@ Every invalid value raises :class:`~odradek.core.errors.ConfigError` with a mess
 names the key, repeats the value and says what is allowed, so that an operator can fix
 the file from the message alone.
 
-The tables themselves live where their keys are used (``odradek.broker.config`` for the
-server, ``odradek.broker.topic_config`` for topics); nothing here knows any key name.
+The tables themselves live where their keys are used (``odradek.broker.server_keys`` for
+the server, ``odradek.broker.topic_config`` for topics); nothing here knows any key name.
 The ``.properties`` text format is :mod:`odradek.core.properties`.
 """
 

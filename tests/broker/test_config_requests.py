@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from odradek.broker.config import ConfigSource
-from odradek.broker.configs import (
+from odradek.broker.config_entries import ConfigSource
+from odradek.broker.config_requests import (
     ALTER_CONFIGS_VERSIONS,
     DESCRIBE_CONFIGS_VERSIONS,
     INCREMENTAL_ALTER_CONFIGS_VERSIONS,
