@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.broker.config import ServerConfig
+from odradek.broker.server_config import ServerConfig
 
 if TYPE_CHECKING:
     from tests.integration.cluster import Cluster, ClusterNode

@@ -1,7 +1,7 @@
 """A broker under test: a BrokerState built the way the shell builds one, without the shell.
 
 :class:`Harness` holds a :class:`~odradek.broker.state.BrokerState`, the
-:class:`~odradek.broker.config.ServerConfig` its handlers read, and a
+:class:`~odradek.broker.server_config.ServerConfig` its handlers read, and a
 :class:`~odradek.testing.sim_disk.SimDisk` for the partition logs. Topics and brokers
 enter the image only by replaying metadata records, and the partitions this node is a
 replica of get a :class:`~odradek.broker.partition.LocalPartition` over a real
@@ -23,10 +23,10 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from odradek.broker.config import ServerConfig
 from odradek.broker.effects import CommitRecords, Outcome, Reply
 from odradek.broker.partition import LocalPartition
 from odradek.broker.router import Dispatch, Router
+from odradek.broker.server_config import ServerConfig
 from odradek.broker.state import BrokerSettings, BrokerState
 from odradek.controller.image import MetadataImage
 from odradek.protocol.api import RequestHeader, decode_response, encode_request

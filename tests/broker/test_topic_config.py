@@ -7,8 +7,9 @@ import re
 
 import pytest
 
-from odradek.broker.config import SERVER_CONFIG_DEF, ServerConfig
 from odradek.broker.groups import OFFSETS_TOPIC, OFFSETS_TOPIC_CONFIGS
+from odradek.broker.server_config import ServerConfig
+from odradek.broker.server_keys import SERVER_CONFIG_DEF
 from odradek.broker.topic_config import (
     DYNAMIC_BROKER_TOPIC_KEYS,
     TOPIC_CONFIG_DEF,

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from confluent_kafka.admin import AdminClient
 
-from odradek.broker.config import ServerConfig
+from odradek.broker.server_config import ServerConfig
 from odradek.cli.dev_cluster import ClusterPlan, plan_cluster, prepare
 from odradek.cli.main import main
 from odradek.core.errors import ConfigError

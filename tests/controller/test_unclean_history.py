@@ -4,7 +4,7 @@ alone to write (operators may only delete it)."""
 
 from __future__ import annotations
 
-from odradek.controller.configs import (
+from odradek.controller.config_commands import (
     ConfigSchema,
     OpType,
     alter_topic_configs,

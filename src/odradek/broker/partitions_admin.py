@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Final
 
-from odradek.broker.config import ServerConfig
-from odradek.broker.configs import topic_config_entries
+from odradek.broker.config_requests import topic_config_entries
 from odradek.broker.effects import CommitRecords, Outcome, Reply
+from odradek.broker.server_config import ServerConfig
 from odradek.broker.state import BrokerState
 from odradek.controller.partitions import create_partitions
 from odradek.controller.topics import EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_BATCH

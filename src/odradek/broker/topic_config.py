@@ -39,18 +39,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from odradek.broker.config import (
-    SERVER_CONFIG_DEF,
-    ConfigEntry,
-    ConfigSource,
-    ConfigSynonym,
-    ServerConfig,
-    majority,
-)
+from odradek.broker.config_entries import ConfigEntry, ConfigSource, ConfigSynonym
 from odradek.broker.record_validation import RecordPolicy
+from odradek.broker.server_config import ServerConfig, majority
+from odradek.broker.server_keys import COMPRESSION_TYPES, GIB, MIB, SERVER_CONFIG_DEF
 from odradek.controller.image import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from odradek.controller.unclean_history import UNCLEAN_ELECTIONS_CONFIG
-from odradek.core.configdef import (
+from odradek.core.config_keys import (
+    LONG_MAX,
     ConfigDef,
     ConfigKey,
     ConfigType,
@@ -86,9 +82,6 @@ __all__ = [
     "validate_topic_overrides",
 ]
 
-LONG_MAX: Final = 2**63 - 1
-MIB: Final = 1024 * 1024
-GIB: Final = 1024 * MIB
 _HOUR_MS: Final = 3_600_000
 _MINUTE_MS: Final = 60_000
 
@@ -119,7 +112,6 @@ class _ThrottledReplicasValidator(Validator):
 
 
 _M = Importance.MEDIUM
-_COMPRESSION_TYPES: Final = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
 
 def _topic(
@@ -146,7 +138,7 @@ _TOPIC_KEYS: Final = [
            _same("log.cleanup.policy"), ValidList("compact", "delete")),
     _topic("compression.type", ConfigType.STRING, "producer",
            "Compression of stored batches; producer keeps what the producer sent.",
-           _same("compression.type"), OneOf(*_COMPRESSION_TYPES)),
+           _same("compression.type"), OneOf(*COMPRESSION_TYPES)),
     _topic("delete.retention.ms", ConfigType.LONG, 86_400_000,
            "How long delete tombstones stay in a compacted log.",
            _same("log.cleaner.delete.retention.ms"), Range.at_least(0)),

@@ -33,14 +33,9 @@ from typing import Any, Final, Literal, TypeVar
 
 import click
 
-from odradek.core.configdef import (
-    ConfigDef,
-    ConfigKey,
-    ConfigType,
-    Range,
-    parse_properties,
-)
+from odradek.core.config_keys import ConfigDef, ConfigKey, ConfigType, Range
 from odradek.core.errors import ConfigError
+from odradek.core.properties import parse_properties
 from odradek.protocol.api import Body
 from odradek.protocol.messages import (
     DescribeQuorumRequest,

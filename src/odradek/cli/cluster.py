@@ -60,7 +60,7 @@ from odradek.raft.wire import METADATA_PARTITION, METADATA_TOPIC
 
 TIMEOUT_S: Final = 10.0
 CLIENT_NAME: Final = "odradek-cluster-health"
-# The newest versions the broker serves (broker/topics.py, broker/configs.py); the
+# The newest versions the broker serves (broker/topics.py, broker/config_requests.py); the
 # flexible versions carry a null topic list, which asks for every topic.
 METADATA_VERSION: Final = 12
 DESCRIBE_CONFIGS_VERSION: Final = 4

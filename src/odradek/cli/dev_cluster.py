@@ -34,7 +34,7 @@ from typing import IO
 
 import click
 
-from odradek.broker.config import ServerConfig
+from odradek.broker.server_config import ServerConfig
 from odradek.cli.ports import free_port
 from odradek.core.errors import ConfigError, CorruptLogError
 from odradek.core.kafka_uuid import to_kafka_str

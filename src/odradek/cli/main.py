@@ -13,7 +13,7 @@ import uuid
 import click
 
 from odradek import __version__
-from odradek.broker.config import ServerConfig
+from odradek.broker.server_config import ServerConfig
 from odradek.cli.cluster import cluster
 from odradek.cli.dev_cluster import run_dev_cluster
 from odradek.cli.extras import missing_extra

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from odradek.broker.config import ServerConfig
+from odradek.broker.server_config import ServerConfig
 from odradek.cli.client import (
     DESCRIBE_QUORUM_VERSION,
     Address,

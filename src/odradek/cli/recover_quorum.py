@@ -29,7 +29,7 @@ from typing import Any
 import click
 
 from odradek import __version__
-from odradek.broker.config import ServerConfig
+from odradek.broker.server_config import ServerConfig
 from odradek.core.errors import ConfigError, CorruptLogError
 from odradek.core.kafka_uuid import to_kafka_str
 from odradek.raft.audit import AUDIT_FILE

@@ -9,7 +9,6 @@ FindCoordinator from them. :mod:`odradek.coordinator.group` lists the modules be
 facade and what each one owns.
 """
 
-from odradek.coordinator.config import GroupConfig
 from odradek.coordinator.group import (
     API_VERSIONS,
     CommittedOffset,
@@ -18,6 +17,7 @@ from odradek.coordinator.group import (
     GroupState,
     Member,
 )
+from odradek.coordinator.group_config import GroupConfig
 from odradek.coordinator.lookup import find_coordinator
 from odradek.coordinator.outputs import Completion, Output, Record, Token, Write
 from odradek.coordinator.records import partition_for

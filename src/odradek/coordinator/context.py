@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from odradek.coordinator.classic_group import Group, GroupState, Member, Waiter
-from odradek.coordinator.config import GroupConfig
+from odradek.coordinator.group_config import GroupConfig
 from odradek.coordinator.outputs import Completion, Output, Record, Write
 from odradek.coordinator.records import partition_for
 from odradek.coordinator.timers import Timers

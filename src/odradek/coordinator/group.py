@@ -44,8 +44,8 @@ from typing import Any
 
 from odradek.coordinator.admin import DeleteGroupsWrite, GroupAdmin
 from odradek.coordinator.classic_group import CommittedOffset, Group, GroupState, Member
-from odradek.coordinator.config import GroupConfig
 from odradek.coordinator.context import RETENTION, CoordinatorContext
+from odradek.coordinator.group_config import GroupConfig
 from odradek.coordinator.loading import GroupLoader
 from odradek.coordinator.membership import Membership, StaticRejoinWrite
 from odradek.coordinator.offsets import OffsetCommitWrite, OffsetMetadataManager

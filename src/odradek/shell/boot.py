@@ -13,7 +13,8 @@ from __future__ import annotations
 import logging
 import uuid
 
-from odradek.broker.config import Endpoint, ServerConfig
+from odradek.broker.endpoints import Endpoint
+from odradek.broker.server_config import ServerConfig
 from odradek.broker.state import BrokerSettings
 from odradek.broker.topic_config import (
     topic_log_config,

@@ -51,7 +51,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
-from odradek.broker.config import INT_MAX, ServerConfig
+from odradek.broker.server_config import ServerConfig
+from odradek.core.config_keys import INT_MAX
 from odradek.core.errors import ConfigError
 
 log = logging.getLogger("odradek.connections")

@@ -23,7 +23,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from odradek.broker.config import ServerConfig
+from odradek.broker.server_config import ServerConfig
 from odradek.core.errors import ConfigError
 from odradek.core.kafka_uuid import from_kafka_str, to_kafka_str
 from odradek.raft.disk_log import metadata_log_directory

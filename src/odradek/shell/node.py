@@ -35,7 +35,7 @@ from typing import Any
 
 from odradek.broker import (
     cluster,
-    configs,
+    config_requests,
     elect_leaders,
     fetch,
     groups,
@@ -47,7 +47,6 @@ from odradek.broker import (
     topics,
 )
 from odradek.broker import producer_ids as init_producer_id
-from odradek.broker.config import ServerConfig
 from odradek.broker.effects import (
     AwaitData,
     AwaitFlush,
@@ -70,6 +69,7 @@ from odradek.broker.partition import (
 from odradek.broker.producer_ids import ProducerIds
 from odradek.broker.record_validation import RecordPolicy
 from odradek.broker.router import Close, Dispatch, Respond, Router
+from odradek.broker.server_config import ServerConfig
 from odradek.broker.state import BrokerSettings, BrokerState
 from odradek.broker.topic_config import (
     effective_log_config,
@@ -318,18 +318,18 @@ class Node:
             ),
             (
                 DescribeConfigsRequest.API_KEY,
-                configs.DESCRIBE_CONFIGS_VERSIONS,
-                lambda h, b: configs.handle_describe_configs(s, server, h, b),
+                config_requests.DESCRIBE_CONFIGS_VERSIONS,
+                lambda h, b: config_requests.handle_describe_configs(s, server, h, b),
             ),
             (
                 AlterConfigsRequest.API_KEY,
-                configs.ALTER_CONFIGS_VERSIONS,
-                lambda h, b: configs.handle_alter_configs(s, server, h, b),
+                config_requests.ALTER_CONFIGS_VERSIONS,
+                lambda h, b: config_requests.handle_alter_configs(s, server, h, b),
             ),
             (
                 IncrementalAlterConfigsRequest.API_KEY,
-                configs.INCREMENTAL_ALTER_CONFIGS_VERSIONS,
-                lambda h, b: configs.handle_incremental_alter_configs(s, server, h, b),
+                config_requests.INCREMENTAL_ALTER_CONFIGS_VERSIONS,
+                lambda h, b: config_requests.handle_incremental_alter_configs(s, server, h, b),
             ),
             (
                 FindCoordinatorRequest.API_KEY,
@@ -1038,7 +1038,7 @@ class Node:
             self._logs_to_replace[key] = partition_log
             return False
         if key[0] not in configs:
-            # One resolution per topic: a topic's partitions share their configs.
+            # One resolution per topic: a topic's partitions share their config_requests.
             configs[key[0]] = (
                 self._log_config_for(key[0]),
                 self._max_message_bytes_for(key[0]),

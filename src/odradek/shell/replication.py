@@ -24,8 +24,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from odradek.broker.config import ServerConfig
 from odradek.broker.partition import LocalPartition, LogEpochs, registration_of
+from odradek.broker.server_config import ServerConfig
 from odradek.broker.state import BrokerState
 from odradek.controller.elr import min_insync_replicas
 from odradek.controller.image import CONFIG_RESOURCE_BROKER, PartitionImage

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from odradek.broker.config import ServerConfig
+from odradek.broker.server_config import ServerConfig
 from odradek.cli.verify.clocks import node_environment
 from odradek.cli.verify.disks import Disks
 from odradek.core.kafka_uuid import to_kafka_str

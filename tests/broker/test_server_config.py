@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.broker.config import (
-    SERVER_CONFIG_DEF,
-    Endpoint,
-    HostPort,
-    ServerConfig,
-    Voter,
-    parse_overrides,
-)
-from odradek.core.configdef import ConfigValue
+from odradek.broker.endpoints import Endpoint, HostPort, Voter
+from odradek.broker.server_config import ServerConfig, parse_overrides
+from odradek.broker.server_keys import SERVER_CONFIG_DEF, ServerKeys
+from odradek.coordinator.group_config import GroupConfig
+from odradek.core.config_keys import ConfigValue, Setting
 from odradek.core.errors import ConfigError
 
 COMBINED = {
@@ -290,7 +286,7 @@ def test_unknown_keys_are_reported_in_order_not_refused() -> None:
 def test_config_is_immutable() -> None:
     cfg = config(COMBINED)
     with pytest.raises(AttributeError):
-        cfg.node_id = 2  # type: ignore[misc]
+        cfg.node_id = 2  # type: ignore[assignment]
     with pytest.raises(TypeError):
         cfg.values["node.id"] = 2  # type: ignore[index]
 
@@ -675,3 +671,53 @@ def test_queued_bytes_may_be_unbounded_or_at_least_the_largest_request() -> None
         {**COMBINED, "max.connections.per.ip": "0", "max.connections.per.ip.overrides": "h:5"}
     )
     assert zero_per_ip.max_connections_per_ip == 0
+
+
+# --- one declaration per key --------------------------------------------------------------
+
+
+def _declarations() -> list[Setting[object]]:
+    return [s for s in vars(ServerKeys).values() if isinstance(s, Setting)]
+
+
+def test_every_server_key_is_declared_once_and_the_table_is_those_declarations() -> None:
+    declarations = _declarations()
+    assert [s.name for s in declarations] == SERVER_CONFIG_DEF.names()
+    for setting in declarations:
+        assert SERVER_CONFIG_DEF[setting.name] is setting.key
+
+
+def test_each_declared_attribute_reads_its_key_as_parsed() -> None:
+    cfg = config(
+        COMBINED,
+        log_retention_minutes="90",
+        log_segment_bytes="2097152",
+        broker_rack="r1",
+        log_dirs="/a,/b",
+        log_cleaner_min_cleanable_ratio="0.25",
+        compression_type="lz4",
+        unclean_leader_election_enable="true",
+    )
+    for setting in _declarations():
+        assert getattr(cfg, setting.attribute) == cfg.values[setting.name], setting.name
+    assert cfg.log_segment_bytes == 2097152 and cfg.broker_rack == "r1"
+    assert cfg.log_cleaner_min_cleanable_ratio == 0.25
+    assert cfg.unclean_leader_election_enable is True
+
+
+def test_a_key_read_through_a_derived_value_is_declared_private() -> None:
+    # The public attribute of those names is what Kafka derives, not the raw key.
+    cfg = config(COMBINED, log_retention_minutes="90")
+    assert cfg.log_retention_ms == 90 * 60_000
+    assert ServerKeys._log_retention_ms.name == "log.retention.ms"
+    assert cfg.listeners == (
+        Endpoint("PLAINTEXT", "PLAINTEXT", None, 9092),
+        Endpoint("CONTROLLER", "PLAINTEXT", None, 9093),
+    )
+    assert ServerKeys._listeners.name == "listeners"
+
+
+def test_the_group_coordinators_defaults_are_the_server_keys_defaults() -> None:
+    # GroupConfig cannot import the broker's table (the layers), so it repeats Kafka's
+    # defaults; this keeps the two from drifting apart.
+    assert GroupConfig.from_values(SERVER_CONFIG_DEF.default_values()) == GroupConfig()

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from odradek.controller.configs import (
+from odradek.controller.config_commands import (
     ConfigSchema,
     OpType,
     alter_broker_configs,

@@ -1,164 +1,40 @@
-"""Config definitions and .properties files: Java's format, Kafka's type rules, validators."""
+"""Config keys: Kafka's type rules, validators, tables, and keys declared as attributes."""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
-from odradek.core.configdef import (
+from odradek.core.config_keys import (
     REQUIRED,
+    BoolKey,
     ConfigDef,
     ConfigKey,
     ConfigType,
     ConfigValue,
+    DoubleKey,
+    Importance,
+    IntKey,
+    ListKey,
+    LongKey,
     NonEmptyString,
     OneOf,
+    OptionalIntKey,
+    OptionalListKey,
+    OptionalLongKey,
+    OptionalStringKey,
     Password,
     Range,
+    Setting,
+    ShortKey,
+    StringKey,
     ValidList,
+    config_def_of,
     format_value,
-    parse_properties,
     parse_value,
 )
 from odradek.core.errors import ConfigError
-
-# --- .properties ------------------------------------------------------------------------
-
-
-def test_three_separators_and_white_space_around_them() -> None:
-    text = "a=1\nb: 2\nc 3\nd\t=\t4\n  e   :   5\nf:=6\ng = = 7\n"
-    assert parse_properties(text) == {
-        "a": "1",
-        "b": "2",
-        "c": "3",
-        "d": "4",
-        "e": "5",
-        "f": "=6",
-        "g": "= 7",
-    }
-
-
-def test_key_without_value_and_trailing_white_space_kept() -> None:
-    assert parse_properties("lonely\nempty=\nspaced = value  \n") == {
-        "lonely": "",
-        "empty": "",
-        "spaced": "value  ",
-    }
-
-
-def test_comments_and_blank_lines() -> None:
-    text = "# hash\n! bang\n   # indented\n\n   \t\nkey=a#b!c\n"
-    assert parse_properties(text) == {"key": "a#b!c"}
-
-
-def test_line_continuation_drops_leading_white_space_of_next_line() -> None:
-    text = "listeners=PLAINTEXT://:9092,\\\n          CONTROLLER://:9093\nnext=1\n"
-    assert parse_properties(text) == {
-        "listeners": "PLAINTEXT://:9092,CONTROLLER://:9093",
-        "next": "1",
-    }
-
-
-def test_continuation_over_several_lines_and_a_hash_on_a_continued_line() -> None:
-    assert parse_properties("k=a\\\n  b\\\n  #c\n") == {"k": "ab#c"}
-
-
-def test_even_number_of_backslashes_does_not_continue() -> None:
-    assert parse_properties("path=C:\\\\\nother=1\n") == {"path": "C:\\", "other": "1"}
-
-
-def test_comment_ending_in_backslash_is_not_continued() -> None:
-    assert parse_properties("# comment \\\nkey=1\n") == {"key": "1"}
-
-
-def test_continuation_into_an_empty_line_ends_the_value() -> None:
-    assert parse_properties("a=x\\\n\nb=y\n") == {"a": "x", "b": "y"}
-
-
-def test_continuation_at_end_of_input() -> None:
-    assert parse_properties("a=x\\") == {"a": "x"}
-
-
-def test_escapes_in_values_and_keys() -> None:
-    text = (
-        "tab=a\\tb\nnl=a\\nb\ncr=a\\rb\nff=a\\fb\nuni=\\u0041\\u00e9\n"
-        "key\\ with\\ space=1\nk\\=eq=2\nk\\:colon=3\nback=\\\\\nother=\\z\\q\n"
-    )
-    assert parse_properties(text) == {
-        "tab": "a\tb",
-        "nl": "a\nb",
-        "cr": "a\rb",
-        "ff": "a\fb",
-        "uni": "Aé",
-        "key with space": "1",
-        "k=eq": "2",
-        "k:colon": "3",
-        "back": "\\",
-        "other": "zq",
-    }
-
-
-def test_surrogate_pair_escape_makes_one_character() -> None:
-    assert parse_properties("smile=\\uD83D\\uDE00") == {"smile": "\U0001f600"}
-
-
-@pytest.mark.parametrize("bad", ["k=\\u12", "k=\\u12G4", "k=x\\u"])
-def test_malformed_unicode_escape_names_the_line(bad: str) -> None:
-    with pytest.raises(ConfigError, match=r"line 2: malformed \\uXXXX"):
-        parse_properties("ok=1\n" + bad)
-
-
-@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
-def test_line_terminators(newline: str) -> None:
-    text = newline.join(["# c", "a=1", "b=2\\", "  3", ""])
-    assert parse_properties(text) == {"a": "1", "b": "23"}
-
-
-def test_last_of_two_equal_keys_wins() -> None:
-    assert parse_properties("a=1\na=2\n") == {"a": "2"}
-
-
-def _needs_escape(char: str, index: int, is_key: bool) -> bool:
-    if is_key:
-        # Separators and white space end a key; # or ! first would make a comment.
-        return char in "=: \t\f" or (index == 0 and char in "#!")
-    # Leading white space and one leading separator would be eaten as the separator.
-    return index == 0 and char in "=: \t\f"
-
-
-def _escape(text: str, is_key: bool) -> str:
-    """Write ``text`` so that Properties.load reads it back unchanged."""
-    out: list[str] = []
-    for index, char in enumerate(text):
-        if char == "\\":
-            out.append("\\\\")
-        elif _needs_escape(char, index, is_key):
-            out.append("\\" + char)
-        elif char == "\n":
-            out.append("\\n")
-        elif char == "\r":
-            out.append("\\r")
-        elif ord(char) > 126 or ord(char) < 32:
-            out.append(f"\\u{ord(char):04x}")
-        else:
-            out.append(char)
-    return "".join(out)
-
-
-_SURROGATES: tuple[Literal["Cs"]] = ("Cs",)
-_TEXT = st.text(
-    alphabet=st.characters(exclude_categories=_SURROGATES, max_codepoint=0xFFFF), max_size=12
-)
-
-
-@given(st.dictionaries(_TEXT.filter(bool), _TEXT, max_size=6))
-def test_escaped_text_reads_back_unchanged(pairs: dict[str, str]) -> None:
-    text = "\n".join(f"{_escape(k, True)}={_escape(v, False)}" for k, v in pairs.items())
-    assert parse_properties(text) == pairs
-
 
 # --- type parsing -----------------------------------------------------------------------
 
@@ -407,3 +283,140 @@ def test_definition_refuses_a_name_twice_and_unknown_names() -> None:
     assert definition.names() == ["node.id", "num.partitions", "log.dirs", "flag"]
     assert definition["node.id"].required
     assert definition.default_values()["num.partitions"] == 1
+
+
+# --- keys declared as attributes ---------------------------------------------------------
+
+
+class _Declared:
+    """A config class as the server's is built: one attribute per key."""
+
+    retries = IntKey("retries", 3, "Retries.", validator=Range.at_least(0))
+    size_bytes = LongKey("size.bytes", REQUIRED, "Size.", importance=Importance.HIGH)
+    width = ShortKey("width", 2, "Width.")
+    enabled = BoolKey("enabled", True, "On.", dynamic=True)
+    ratio = DoubleKey("ratio", 0.5, "Ratio.", validator=Range.between(0, 1))
+    label = StringKey("label", "x", "Label.", validator=OneOf("x", "y"))
+    hosts = ListKey("hosts", [], "Hosts.")
+    count = OptionalIntKey("count", None, "Count.")
+    timeout_ms = OptionalLongKey("timeout.ms", None, "Timeout.")
+    rack = OptionalStringKey("rack", None, "Rack.")
+    dirs = OptionalListKey("dirs", None, "Dirs.")
+
+    def __init__(self, raw: Mapping[str, str]) -> None:
+        self._values, _ = config_def_of(_Declared).parse(raw)
+
+    @property
+    def values(self) -> Mapping[str, ConfigValue]:
+        return self._values
+
+
+class _Values:
+    """Hand-made values, to show what reading a value of the wrong type does."""
+
+    retries = IntKey("retries", 3, "Retries.")
+
+    def __init__(self, values: Mapping[str, ConfigValue]) -> None:
+        self.values = values
+
+
+def test_declarations_make_the_table_in_declaration_order() -> None:
+    table = config_def_of(_Declared)
+    assert table.names() == [
+        "retries",
+        "size.bytes",
+        "width",
+        "enabled",
+        "ratio",
+        "label",
+        "hosts",
+        "count",
+        "timeout.ms",
+        "rack",
+        "dirs",
+    ]
+    assert [k.type for k in table] == [
+        ConfigType.INT,
+        ConfigType.LONG,
+        ConfigType.SHORT,
+        ConfigType.BOOLEAN,
+        ConfigType.DOUBLE,
+        ConfigType.STRING,
+        ConfigType.LIST,
+        ConfigType.INT,
+        ConfigType.LONG,
+        ConfigType.STRING,
+        ConfigType.LIST,
+    ]
+    assert table["retries"] == ConfigKey(
+        "retries", ConfigType.INT, 3, Range.at_least(0), Importance.MEDIUM, "Retries."
+    )
+    assert table["size.bytes"].required and table["size.bytes"].importance is Importance.HIGH
+    assert table["enabled"].dynamic and not table["retries"].dynamic
+    assert table["count"].default_value is None
+
+
+def test_on_the_class_an_attribute_is_its_declaration() -> None:
+    setting = _Declared.timeout_ms
+    assert isinstance(setting, Setting)
+    assert (setting.name, setting.attribute) == ("timeout.ms", "timeout_ms")
+    assert config_def_of(_Declared)["timeout.ms"] is setting.key
+
+
+def test_on_an_instance_an_attribute_is_its_typed_value() -> None:
+    declared = _Declared({"size.bytes": "10", "hosts": "a, b", "timeout.ms": "7", "ratio": "1"})
+    assert declared.retries == 3 and declared.size_bytes == 10 and declared.width == 2
+    assert declared.enabled is True and declared.label == "x"
+    assert declared.ratio == 1.0 and isinstance(declared.ratio, float)
+    assert declared.hosts == ["a", "b"]
+    assert declared.timeout_ms == 7
+    assert (declared.count, declared.rack, declared.dirs) == (None, None, None)
+
+
+def test_parsing_through_the_declarations_keeps_every_rule() -> None:
+    with pytest.raises(
+        ConfigError, match=r"^Missing required configuration size.bytes which has no default"
+    ):
+        _Declared({})
+    with pytest.raises(ConfigError, match=r"^Invalid value -1 for configuration retries: "):
+        _Declared({"size.bytes": "1", "retries": "-1"})
+    with pytest.raises(ConfigError, match=r"^Invalid value 'z' for configuration label: "):
+        _Declared({"size.bytes": "1", "label": "z"})
+
+
+def test_a_declared_key_cannot_be_assigned() -> None:
+    declared = _Declared({"size.bytes": "1"})
+    with pytest.raises(AttributeError, match=r"^retries is read-only; cannot set retries$"):
+        declared.retries = 4  # type: ignore[assignment]
+    assert declared.retries == 3
+
+
+def test_a_value_of_another_type_is_refused_when_read() -> None:
+    with pytest.raises(ConfigError, match=r"^configuration retries has no integer value$"):
+        _ = _Values({"retries": "5"}).retries
+    with pytest.raises(ConfigError, match=r"^configuration retries has no integer value$"):
+        _ = _Values({"retries": True}).retries
+
+
+def test_a_kind_that_does_not_fit_its_default_fails_when_declared() -> None:
+    with pytest.raises(ConfigError, match=r"^configuration x: IntKey needs a default or REQUIRED"):
+        IntKey("x", None, "")
+    with pytest.raises(ConfigError, match=r"^configuration x: OptionalIntKey has no default"):
+        OptionalIntKey("x", 3, "")
+    with pytest.raises(ConfigError, match=r"^default '3' of configuration x is not of type INT"):
+        IntKey("x", "3", "")
+    with pytest.raises(ConfigError, match=r"^Invalid value 0 for configuration x: "):
+        IntKey("x", 0, "", validator=Range.at_least(1))
+
+
+def test_a_subclass_declares_after_its_bases_and_never_a_name_twice() -> None:
+    class More(_Declared):
+        extra = IntKey("extra", 1, "Extra.")
+
+    assert config_def_of(More).names()[-2:] == ["dirs", "extra"]
+
+    class Twice(_Declared):
+        again = IntKey("retries", 1, "Again.")
+
+    with pytest.raises(ConfigError, match=r"^configuration retries is defined twice$"):
+        config_def_of(Twice)

@@ -1,23 +1,27 @@
-"""Typed configuration definitions (like Kafka's ``ConfigDef``) and ``.properties`` files.
+"""Typed configuration keys (like Kafka's ``ConfigDef``) and their declarations.
 
-This module owns three things that every configuration table in Odradek builds on:
+This module owns what every configuration table in Odradek builds on:
 
-* :func:`parse_properties`: the Java ``.properties`` text format that Kafka's
-  ``server.properties`` and tool config files use (comments, the three separators,
-  line continuations, escapes);
 * :class:`ConfigKey` and :class:`ConfigDef`: a table of keys, each with a type, a default
   (or :data:`REQUIRED`), a validator, an importance, a one-line doc and a dynamic flag;
   :meth:`ConfigDef.parse` turns ``{key: string}`` into typed values with Kafka's parsing
   rules and reports the keys it does not know;
 * the validators: :class:`Range`, :class:`OneOf`, :class:`NonEmptyString`,
-  :class:`ValidList`.
+  :class:`ValidList`;
+* :class:`Setting` and its typed kinds (:class:`IntKey`, :class:`LongKey`,
+  :class:`BoolKey`, :class:`ListKey`, :class:`OptionalLongKey` ...): a key declared as an
+  attribute of a config class, so that one line gives the key's name, type, default,
+  validator and doc, and reading the attribute gives the typed value (``int``, not
+  ``ConfigValue``, as mypy sees it); :func:`config_def_of` collects a class's
+  declarations into its :class:`ConfigDef`.
 
 Every invalid value raises :class:`~odradek.core.errors.ConfigError` with a message that
 names the key, repeats the value and says what is allowed, so that an operator can fix
 the file from the message alone.
 
-The tables themselves live where their keys are used (``odradek.broker.config`` for the
-server, ``odradek.broker.topic_config`` for topics); nothing here knows any key name.
+The tables themselves live where their keys are used (``odradek.broker.server_keys`` for
+the server, ``odradek.broker.topic_config`` for topics); nothing here knows any key name.
+The ``.properties`` text format is :mod:`odradek.core.properties`.
 """
 
 from __future__ import annotations
@@ -27,26 +31,52 @@ import math
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Final, TypeAlias
+from typing import (
+    ClassVar,
+    Final,
+    Generic,
+    Never,
+    NoReturn,
+    Protocol,
+    Self,
+    TypeAlias,
+    TypeVar,
+    overload,
+)
 
 from odradek.core.errors import ConfigError
 
 __all__ = [
+    "INT_MAX",
+    "LONG_MAX",
     "REQUIRED",
+    "BoolKey",
     "ConfigDef",
     "ConfigKey",
     "ConfigType",
     "ConfigValue",
+    "ConfigValues",
+    "DoubleKey",
     "Importance",
+    "IntKey",
+    "ListKey",
+    "LongKey",
     "NonEmptyString",
     "OneOf",
+    "OptionalIntKey",
+    "OptionalListKey",
+    "OptionalLongKey",
+    "OptionalStringKey",
     "Password",
     "Range",
     "Required",
+    "Setting",
+    "ShortKey",
+    "StringKey",
     "ValidList",
     "Validator",
+    "config_def_of",
     "format_value",
-    "parse_properties",
     "parse_value",
 ]
 
@@ -298,6 +328,11 @@ _CLASS_NAME = re.compile(rf"{_JAVA_IDENT}(?:\.{_JAVA_IDENT})*(?:\${_JAVA_IDENT})
 # Kafka splits lists on commas with any white space around them, keeping empty items.
 _LIST_SPLIT = re.compile(r"\s*,\s*")
 
+INT_MAX: Final = 2**31 - 1
+"""The largest INT (Java's ``Integer.MAX_VALUE``), Kafka's "no limit" for many keys."""
+LONG_MAX: Final = 2**63 - 1
+"""The largest LONG (Java's ``Long.MAX_VALUE``)."""
+
 _INT_RANGE: Final = {
     ConfigType.SHORT: (-(2**15), 2**15 - 1, "a 16-bit integer"),
     ConfigType.INT: (-(2**31), 2**31 - 1, "a 32-bit integer"),
@@ -513,119 +548,227 @@ class ConfigDef:
 
 
 # ---------------------------------------------------------------------------------------
-# Java .properties
+# Declarations: one attribute per key
 # ---------------------------------------------------------------------------------------
 
-_WHITESPACE: Final = " \t\f"
-_SEPARATORS: Final = "=:"
-_ESCAPES: Final = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
+T = TypeVar("T")
 
 
-def parse_properties(text: str) -> dict[str, str]:
-    """Keys and values of a Java ``.properties`` text, as ``java.util.Properties.load`` reads it.
+class ConfigValues(Protocol):
+    """What a class that declares :class:`Setting` attributes provides: the typed value
+    of every key it declares, as :meth:`ConfigDef.parse` returned them."""
 
-    * A line whose first non-blank character is ``#`` or ``!`` is a comment; a comment
-      is never continued onto the next line.
-    * ``key=value``, ``key: value`` and ``key value`` are the same; white space around
-      the separator is dropped, white space at the end of the value is kept (Kafka's
-      config parser trims it later).
-    * A line ending in an odd number of backslashes continues on the next line, whose
-      leading white space is dropped.
-    * Escapes: ``\\t \\n \\r \\f``, ``\\uXXXX`` (a surrogate pair makes one character),
-      and a backslash before any other character stands for that character, so
-      ``\\=``, ``\\:``, ``\\ `` and ``\\\\`` put separators and spaces into keys.
-    * A key given twice keeps its last value.
+    @property
+    def values(self) -> Mapping[str, ConfigValue]: ...
 
-    The text is already decoded: Java reads these files as ISO-8859-1 with ``\\u``
-    escapes for anything else, and an ASCII file reads the same in any encoding.
-    A malformed ``\\u`` escape raises :class:`ConfigError` naming the line.
+
+class Setting(Generic[T]):
+    """One key, declared as a class attribute of a config class.
+
+    ``log_segment_bytes = IntKey("log.segment.bytes", GIB, "...", validator=...)`` makes
+    the :class:`ConfigKey` (``Setting.key``) and, on an instance, reads the key's typed
+    value from the instance's ``values``: the attribute is typed ``int``, so mypy checks
+    every use, and the name, type, default, validator and doc are written once, where the
+    DescribeConfigs answer, the parsing and the documentation all take them from.
+
+    Each kind fixes the type; the ``Optional...`` kinds are the keys with no default
+    (``None``: not set), the others have a default or are :data:`REQUIRED`. A kind that
+    does not fit its default is a mistake in the table and fails at import.
     """
-    result: dict[str, str] = {}
-    for line_number, logical in _logical_lines(text):
-        key, value = _split_key_value(logical)
-        result[_unescape(key, line_number)] = _unescape(value, line_number)
-    return result
 
+    config_type: ClassVar[ConfigType]
+    optional: ClassVar[bool] = False
 
-def _logical_lines(text: str) -> Iterator[tuple[int, str]]:
-    """Logical lines with continuations joined; comments and blank lines dropped."""
-    natural = re.split(r"\r\n|\r|\n", text)
-    i = 0
-    while i < len(natural):
-        first_number = i + 1
-        line = natural[i].lstrip(_WHITESPACE)
-        i += 1
-        if not line or line[0] in "#!":
-            continue
-        parts: list[str] = []
-        while True:
-            trailing = len(line) - len(line.rstrip("\\"))
-            if trailing % 2 == 0:
-                parts.append(line)
-                break
-            # An odd run of backslashes escapes the line end: drop one, join the next line.
-            parts.append(line[:-1])
-            if i >= len(natural):
-                break
-            line = natural[i].lstrip(_WHITESPACE)
-            i += 1
-        yield first_number, "".join(parts)
+    __slots__ = ("attribute", "key")
 
-
-def _split_key_value(line: str) -> tuple[str, str]:
-    """The raw (still escaped) key and value of one logical line."""
-    key_end = len(line)
-    value_start = len(line)
-    has_separator = False
-    escaped = False
-    for index, char in enumerate(line):
-        if not escaped and char in _SEPARATORS:
-            key_end, value_start, has_separator = index, index + 1, True
-            break
-        if not escaped and char in _WHITESPACE:
-            key_end, value_start = index, index + 1
-            break
-        escaped = char == "\\" and not escaped
-    while value_start < len(line):
-        char = line[value_start]
-        if char not in _WHITESPACE:
-            # After white space, one '=' or ':' still counts as the separator.
-            if not has_separator and char in _SEPARATORS:
-                has_separator = True
-            else:
-                break
-        value_start += 1
-    return line[:key_end], line[value_start:]
-
-
-def _unescape(raw: str, line_number: int) -> str:
-    if "\\" not in raw:
-        return raw
-    out: list[str] = []
-    i = 0
-    while i < len(raw):
-        char = raw[i]
-        if char != "\\":
-            out.append(char)
-            i += 1
-            continue
-        if i + 1 >= len(raw):
-            # A lone backslash at the very end (after a continuation at end of input).
-            break
-        nxt = raw[i + 1]
-        if nxt == "u":
-            digits = raw[i + 2 : i + 6]
-            if len(digits) != 4 or not all(c in "0123456789abcdefABCDEF" for c in digits):
-                raise ConfigError(
-                    f"line {line_number}: malformed \\uXXXX escape {raw[i : i + 6]!r}"
+    def __init__(
+        self,
+        name: str,
+        default: ConfigValue | Required,
+        doc: str,
+        *,
+        validator: Validator | None = None,
+        importance: Importance = Importance.MEDIUM,
+        dynamic: bool = False,
+    ) -> None:
+        if (default is None) != self.optional:
+            kind = type(self).__name__
+            raise ConfigError(
+                f"configuration {name}: {kind} "
+                + (
+                    "has no default; declare it with None"
+                    if self.optional
+                    else "needs a default or REQUIRED; a key without one is an Optional kind"
                 )
-            out.append(chr(int(digits, 16)))
-            i += 6
-            continue
-        out.append(_ESCAPES.get(nxt, nxt))
-        i += 2
-    text = "".join(out)
-    # \uD83D\uDE00 is one character written as a UTF-16 surrogate pair, as Java sees it.
-    if any("\ud800" <= c <= "\udfff" for c in text):
-        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return text
+            )
+        self.key: Final = ConfigKey(
+            name=name,
+            type=self.config_type,
+            default=default,
+            validator=validator,
+            importance=importance,
+            doc=doc,
+            dynamic=dynamic,
+        )
+        self.attribute = ""
+
+    def __set_name__(self, owner: type[object], attribute: str) -> None:
+        self.attribute = attribute
+
+    @property
+    def name(self) -> str:
+        return self.key.name
+
+    @overload
+    def __get__(self, instance: None, owner: type[object]) -> Self: ...
+
+    @overload
+    def __get__(self, instance: ConfigValues, owner: type[object]) -> T: ...
+
+    def __get__(self, instance: ConfigValues | None, owner: type[object]) -> Self | T:
+        if instance is None:
+            return self
+        return self.read(instance.values[self.key.name])
+
+    def __set__(self, instance: ConfigValues, value: Never) -> NoReturn:
+        # A configuration is read, never assigned: the value comes from parsing alone.
+        # ``Never`` also makes mypy refuse the assignment before it runs.
+        raise AttributeError(f"{self.key.name} is read-only; cannot set {self.attribute}")
+
+    def read(self, value: ConfigValue) -> T:
+        """``value`` (this key's parsed value) as the declared type."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.key.name!r})"
+
+
+def _integer(name: str, value: ConfigValue) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"configuration {name} has no integer value")
+    return value
+
+
+def _string(name: str, value: ConfigValue) -> str:
+    if not isinstance(value, str):
+        raise ConfigError(f"configuration {name} has no string value")
+    return value
+
+
+def _list(name: str, value: ConfigValue) -> list[str]:
+    if not isinstance(value, list):
+        raise ConfigError(f"configuration {name} has no list value")
+    return value
+
+
+class _Integer(Setting[int]):
+    def read(self, value: ConfigValue) -> int:
+        return _integer(self.key.name, value)
+
+
+class IntKey(_Integer):
+    """A 32-bit integer (Kafka's INT)."""
+
+    config_type = ConfigType.INT
+
+
+class LongKey(_Integer):
+    """A 64-bit integer (Kafka's LONG)."""
+
+    config_type = ConfigType.LONG
+
+
+class ShortKey(_Integer):
+    """A 16-bit integer (Kafka's SHORT)."""
+
+    config_type = ConfigType.SHORT
+
+
+class _OptionalInteger(Setting[int | None]):
+    optional = True
+
+    def read(self, value: ConfigValue) -> int | None:
+        return None if value is None else _integer(self.key.name, value)
+
+
+class OptionalIntKey(_OptionalInteger):
+    """A 32-bit integer with no default."""
+
+    config_type = ConfigType.INT
+
+
+class OptionalLongKey(_OptionalInteger):
+    """A 64-bit integer with no default."""
+
+    config_type = ConfigType.LONG
+
+
+class BoolKey(Setting[bool]):
+    """``true`` or ``false``."""
+
+    config_type = ConfigType.BOOLEAN
+
+    def read(self, value: ConfigValue) -> bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"configuration {self.key.name} has no boolean value")
+        return value
+
+
+class DoubleKey(Setting[float]):
+    """A double (Kafka's DOUBLE)."""
+
+    config_type = ConfigType.DOUBLE
+
+    def read(self, value: ConfigValue) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigError(f"configuration {self.key.name} has no number value")
+        return float(value)
+
+
+class StringKey(Setting[str]):
+    """A string, trimmed."""
+
+    config_type = ConfigType.STRING
+
+    def read(self, value: ConfigValue) -> str:
+        return _string(self.key.name, value)
+
+
+class OptionalStringKey(Setting[str | None]):
+    """A string with no default."""
+
+    config_type = ConfigType.STRING
+    optional = True
+
+    def read(self, value: ConfigValue) -> str | None:
+        return None if value is None else _string(self.key.name, value)
+
+
+class ListKey(Setting[list[str]]):
+    """A comma-separated list."""
+
+    config_type = ConfigType.LIST
+
+    def read(self, value: ConfigValue) -> list[str]:
+        return _list(self.key.name, value)
+
+
+class OptionalListKey(Setting[list[str] | None]):
+    """A comma-separated list with no default (unset is not the empty list)."""
+
+    config_type = ConfigType.LIST
+    optional = True
+
+    def read(self, value: ConfigValue) -> list[str] | None:
+        return None if value is None else _list(self.key.name, value)
+
+
+def config_def_of(cls: type[object]) -> ConfigDef:
+    """The :class:`ConfigDef` of every :class:`Setting` declared on ``cls`` and its bases,
+    in the order they are declared (bases first)."""
+    table = ConfigDef()
+    for klass in reversed(cls.__mro__):
+        for attribute in vars(klass).values():
+            if isinstance(attribute, Setting):
+                table.define(attribute.key)
+    return table

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from odradek.broker.config import ConfigSource
-from odradek.broker.configs import (
+from odradek.broker.config_entries import ConfigSource
+from odradek.broker.config_requests import (
     ALTER_CONFIGS_VERSIONS,
     DESCRIBE_CONFIGS_VERSIONS,
     INCREMENTAL_ALTER_CONFIGS_VERSIONS,
@@ -18,7 +18,7 @@ from odradek.broker.configs import (
 )
 from odradek.broker.effects import CommitRecords, Reply
 from odradek.broker.topic_config import DYNAMIC_BROKER_TOPIC_KEYS, REPLICATION_THROTTLE_KEYS
-from odradek.core.configdef import ConfigType
+from odradek.core.config_keys import ConfigType
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import (
     AlterConfigsRequest,

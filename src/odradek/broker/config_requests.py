@@ -4,10 +4,10 @@ This module owns the broker's answers about configuration:
 
 * DescribeConfigs (v0-4) for topics (every topic key with its effective value, source and
   synonyms, from :func:`~odradek.broker.topic_config.effective_topic_config`) and for
-  brokers (this node's :class:`~odradek.broker.config.ServerConfig`, or the dynamic
+  brokers (this node's :class:`~odradek.broker.server_config.ServerConfig`, or the dynamic
   cluster defaults for the resource named ""), with Kafka's per-resource errors;
 * AlterConfigs (v0-2) and IncrementalAlterConfigs (v0-1) for topics and brokers, decided
-  by the controller's pure commands (``odradek.controller.configs``) and answered once
+  by the controller's pure commands (``odradek.controller.config_commands``) and answered once
   their ConfigRecords are committed (``CommitRecords``), so a client that was told a
   config changed reads it back at once.
 
@@ -30,14 +30,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final, Protocol, TypeVar
 
-from odradek.broker.config import (
-    SERVER_CONFIG_DEF,
-    ConfigEntry,
-    ConfigSource,
-    ConfigSynonym,
-    ServerConfig,
-)
+from odradek.broker.config_entries import ConfigEntry, ConfigSource, ConfigSynonym
 from odradek.broker.effects import CommitRecords, Outcome, Reply
+from odradek.broker.server_config import ServerConfig
+from odradek.broker.server_keys import SERVER_CONFIG_DEF
 from odradek.broker.state import BrokerState
 from odradek.broker.topic_config import (
     DYNAMIC_BROKER_TOPIC_KEYS,
@@ -48,7 +44,7 @@ from odradek.broker.topic_config import (
     validate_dynamic_broker_configs,
     validate_topic_overrides,
 )
-from odradek.controller.configs import (
+from odradek.controller.config_commands import (
     ConfigOutcome,
     ConfigSchema,
     alter_broker_configs,
@@ -59,7 +55,7 @@ from odradek.controller.configs import (
 from odradek.controller.image import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from odradek.controller.offline_log_dirs import OFFLINE_LOG_DIRS_CONFIG
 from odradek.controller.topics import topic_name_problem
-from odradek.core.configdef import ConfigType
+from odradek.core.config_keys import ConfigType
 from odradek.core.errors import ConfigError
 from odradek.protocol.api import RequestHeader
 from odradek.protocol.error_codes import ErrorCode
