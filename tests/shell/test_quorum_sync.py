@@ -140,3 +140,35 @@ def test_the_driver_acts_on_a_vote_only_once_it_is_durable(tmp_path: Path) -> No
         await driver.stop()
 
     asyncio.run(scenario())
+
+
+class FailingLog(MemoryRaftLog):
+    """A log whose fsync fails, as a dying disk's does."""
+
+    def flush(self) -> None:
+        raise OSError(5, "Input/output error")
+
+
+def test_a_failed_fsync_on_the_sync_thread_halts_the_replica(tmp_path: Path) -> None:
+    """The fsync fails on the thread, and the replica leaves the quorum at once: it can
+    no longer persist a record, so it must not lead, vote or acknowledge anything."""
+
+    async def scenario() -> None:
+        halted: list[str] = []
+        driver = QuorumDriver(
+            single_voter(tmp_path),
+            FailingLog(),
+            QuorumStateFile(RealFileSystem(), str(tmp_path)),
+            lambda _: None,
+            lambda _: None,
+        )
+        driver.on_halt = halted.append
+        driver.start()
+        async with asyncio.timeout(WAIT_S):
+            while driver.halted is None:
+                await asyncio.sleep(0.005)
+        assert halted and "Input/output error" in halted[0]
+        assert not driver.is_leader and not driver.writable
+        await driver.stop()
+
+    asyncio.run(scenario())
