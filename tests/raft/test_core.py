@@ -20,13 +20,14 @@ from odradek.raft.messages import (
     VoteResponse,
 )
 from odradek.raft.voters import ReplicaKey, VoterSet
+from odradek.testing.instant_disk import InstantFlushNode
 
 ET = 1000  # election timeout
 FT = 2000  # fetch timeout
 
 
 def node(node_id: int = 1, voters: tuple[int, ...] = (1, 2, 3), seed: int = 0) -> RaftNode:
-    return RaftNode(
+    return InstantFlushNode(
         node_id,
         MemoryRaftLog(),
         random.Random(seed),
@@ -343,7 +344,7 @@ def test_two_leaders_in_one_epoch_is_a_bug() -> None:
 
 
 def test_restart_as_former_leader_is_resigned() -> None:
-    n = RaftNode(
+    n = InstantFlushNode(
         1,
         MemoryRaftLog(),
         random.Random(0),

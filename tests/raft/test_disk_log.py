@@ -223,6 +223,60 @@ def test_a_truncation_is_durable_when_it_returns(seed: int) -> None:
     assert reopened.end_offset_for_epoch(1) == (1, 2)
 
 
+@pytest.mark.parametrize("seed", range(10))
+def test_a_flush_ticket_covers_what_was_appended_before_it_was_taken(seed: int) -> None:
+    """A ticket may run on another thread while appends go on: it makes durable what was
+    appended before it was taken, and the recovery point says exactly that."""
+    disk = new_disk(seed)
+    log = open_disk_log(disk)
+    written = [entry(0, 1, 2), entry(2, 1, 1)]
+    log.append(written)
+    ticket = log.begin_flush()
+    more = [entry(3, 2, 3)]
+    log.append(more)  # after the ticket was taken: not covered
+    ticket.run()
+    log.finish_flush(ticket)
+    assert log.recovery_point() == 3
+    disk.crash()
+    recovered = entries(open_disk_log(disk))
+    assert recovered[: len(written)] == written
+    assert recovered == (written + more)[: len(recovered)]
+
+
+class RecordingLock:
+    """A lock that counts how often it was taken."""
+
+    def __init__(self) -> None:
+        self.taken = 0
+
+    def __enter__(self) -> None:
+        self.taken += 1
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+
+def test_whatever_closes_files_takes_the_io_lock() -> None:
+    """A driver running a ticket on another thread holds ``io_lock``; truncation,
+    snapshot reset, segment deletion and close must wait for it."""
+    log = open_disk_log(new_disk())
+    lock = RecordingLock()
+    log.io_lock = lock
+    log.append([entry(0, 1, 2), entry(2, 1, 2), entry(4, 1, 2)])
+    log.truncate_to(4)
+    assert lock.taken == 1
+    snapshot = SnapshotId(2, 1)
+    log.write_snapshot(snapshot, snapshot_bytes(snapshot))
+    log.delete_before_snapshot()
+    assert lock.taken == 2
+    later = SnapshotId(4, 1)
+    log.write_snapshot(later, snapshot_bytes(later))
+    log.reset_to_snapshot(later)
+    assert lock.taken == 3
+    log.close()
+    assert lock.taken == 4
+
+
 def test_a_snapshot_write_interrupted_anywhere_leaves_all_or_nothing() -> None:
     snapshot = SnapshotId(4, 1)
     data = snapshot_bytes(snapshot)

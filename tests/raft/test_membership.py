@@ -24,6 +24,7 @@ from odradek.raft.messages import (
 )
 from odradek.raft.snapshot import BOOTSTRAP_SNAPSHOT_ID, bootstrap_snapshot, decode_snapshot
 from odradek.raft.voters import ReplicaKey, Voter, VoterEndpoint, VoterSet
+from odradek.testing.instant_disk import InstantFlushNode
 
 ET = 1000
 FT = 2000
@@ -61,7 +62,7 @@ class Cluster:
         # --no-initial-controllers, which writes a bootstrap snapshot without voters.
         voters = self.initial if formatted_as_voter else None
         log.write_snapshot(BOOTSTRAP_SNAPSHOT_ID, bootstrap_snapshot(voters))
-        n = RaftNode(
+        n = InstantFlushNode(
             node_id,
             log,
             random.Random(node_id * 7 + generation),
@@ -229,7 +230,7 @@ def test_a_wiped_voter_comes_back_as_an_observer() -> None:
 
 def test_static_quorum_refuses_voter_changes() -> None:
     log = MemoryRaftLog()
-    n = RaftNode(1, log, random.Random(1), 0, static_voters=VoterSet.static((1,)))
+    n = InstantFlushNode(1, log, random.Random(1), 0, static_voters=VoterSet.static((1,)))
     n.tick(3 * ET)
     assert n.state is State.LEADER
     assert n.add_voter(voter(2), 3 * ET).error == ErrorCode.UNSUPPORTED_VERSION
@@ -355,7 +356,7 @@ def test_an_observer_that_loses_the_leader_mid_snapshot_fetches_again() -> None:
     c.propose("x")
     c.advance(c.now + 100)
     snapshot = leader.create_snapshot(leader.high_watermark, [b"s"], c.now)
-    observer = RaftNode(
+    observer = InstantFlushNode(
         4,
         MemoryRaftLog(),
         random.Random(4),

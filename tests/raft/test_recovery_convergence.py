@@ -15,13 +15,14 @@ import random
 from odradek.protocol.error_codes import ErrorCode
 from odradek.raft.core import QuorumState, RaftNode, State
 from odradek.raft.recovery import recovery_entries
+from odradek.testing.instant_disk import InstantFlushNode
 from tests.raft.test_membership import ET, FT, Cluster, directory, voter
 
 
 def restart(c: Cluster, node_id: int, state: QuorumState, generation: int = 0) -> RaftNode:
     """The node again, from the log and quorum state it had on disk."""
     old = c.nodes[node_id]
-    n = RaftNode(
+    n = InstantFlushNode(
         node_id,
         old.log,
         random.Random(node_id * 13),

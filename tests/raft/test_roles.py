@@ -24,12 +24,13 @@ from odradek.raft.roles import (
     check_transition,
 )
 from odradek.raft.voters import ReplicaKey, VoterSet
+from odradek.testing.instant_disk import InstantFlushNode
 
 ET = 1000
 
 
 def node() -> RaftNode:
-    return RaftNode(
+    return InstantFlushNode(
         1,
         MemoryRaftLog(),
         random.Random(0),

@@ -34,6 +34,7 @@ REGRESSIONS = {
     80: "wipe plus an uncommitted self-removal deadlocked the quorum (the sim avoids it)",
     101: "the same deadlock, from a leader that removed itself",
     365: "the durable-majority check must not use a deposed leader's voter set",
+    1257: "the simulator answered a restarted replica's old fetches on its new connections",
     2447: "an observer that lost its leader mid snapshot asked for that snapshot forever",
 }
 
@@ -91,3 +92,24 @@ def test_a_driver_that_persists_after_sending_is_caught() -> None:
             failed.append((seed, str(failure)))
     assert failed, "the broken driver went unnoticed"
     assert any("epoch" in message for _, message in failed)
+
+
+def test_crashes_lose_flushes_in_flight() -> None:
+    """The disk completes flushes later, and the CI seeds crash nodes in that window: the
+    invariants then prove that nothing counted or acknowledged depended on the tail the
+    crash took away."""
+    lost = sum(run_simulation(seed).crashes_before_flush for seed in range(1, 60, 6))
+    assert lost > 0
+
+
+def test_a_driver_that_reports_a_flush_before_the_disk_is_done_is_caught() -> None:
+    """The checker can fail: a driver that tells the core "durable" when it asks for the
+    flush lets the leader count entries a crash can still take away."""
+    failed = []
+    for seed in range(0, 12):
+        try:
+            run_simulation(seed, driver="early_flushed")
+        except SimulationFailure as failure:
+            failed.append(str(failure))
+    assert failed, "the broken driver went unnoticed"
+    assert any("is durable on" in message for message in failed)

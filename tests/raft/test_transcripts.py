@@ -74,6 +74,7 @@ from odradek.raft.messages import (
 )
 from odradek.raft.snapshot import BOOTSTRAP_SNAPSHOT_ID, bootstrap_snapshot
 from odradek.raft.voters import ReplicaKey, Voter, VoterSet
+from odradek.testing.instant_disk import InstantFlushNode
 
 TRANSCRIPTS = Path(__file__).parent / "transcripts"
 REWRITE_ENV = "ODRADEK_REWRITE_TRANSCRIPTS"
@@ -335,7 +336,7 @@ class Env:
                 if dynamic:
                     voters = initial if i in voter_ids else None
                     log.write_snapshot(BOOTSTRAP_SNAPSHOT_ID, bootstrap_snapshot(voters))
-                self.nodes[i] = RaftNode(
+                self.nodes[i] = InstantFlushNode(
                     i,
                     log,
                     random.Random(seed * 1000 + i),

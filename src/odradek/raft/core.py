@@ -7,12 +7,17 @@ Inputs go in through :meth:`RaftNode.step` (a message from a peer), :meth:`RaftN
 Every input returns a :class:`Ready`. The driver must, in this order: make
 ``Ready.persist`` durable (the quorum state: epoch, vote, leader), then send
 ``Ready.messages``, then apply ``Ready.snapshot`` (when set, reload the state machine
-from it) and ``Ready.committed``.
+from it) and ``Ready.committed``. ``Ready.flush``, when set, asks the driver to make
+the log durable up to that offset, whenever it likes (on another thread, one fsync for
+many Readys), and then to say so with :meth:`RaftNode.flushed`, whose Ready is carried
+out like any other.
 
-The core writes the log itself and calls :meth:`RaftLog.flush` once per Ready, before
-it counts its own appends towards the high watermark and before any message that
-reports them (a follower's next fetch offset) leaves: one fsync per input, however many
-entries it appended.
+The core writes the log itself (the writes reach the page cache, not the disk) and
+never waits for the disk: until :meth:`RaftNode.flushed` says an entry is durable, the
+leader does not count its own copy towards the high watermark (Kafka's rule: the
+leader's end offset counts once flushed) and a follower or observer sends no Fetch
+that reports it (the fetch offset is what the leader counts). So no message in any
+Ready depends on an entry that a crash could still take away.
 
 Roles (:mod:`odradek.raft.roles`, Kafka's ``EpochState`` classes): Unattached (an
 epoch, maybe a vote, no leader), Prospective (asking pre-votes), Candidate (asking votes
@@ -82,6 +87,19 @@ class QuorumState:
     leader: int | None
 
 
+@dataclass(frozen=True, slots=True)
+class LogFlush:
+    """What the driver must make durable: the log up to ``end_offset``.
+
+    ``log_generation`` counts the truncations the core made: a flush asked for before a
+    truncation that cut below its end says nothing of the entries written since, so
+    :meth:`RaftNode.flushed` ignores it (the core asks for another).
+    """
+
+    end_offset: int
+    log_generation: int
+
+
 @dataclass(slots=True)
 class _Fetching:
     """The fetch in flight and when the next one is due (Kafka's ``RequestManager``). It
@@ -94,6 +112,9 @@ class _Fetching:
     sent_to: int | None = None  # where it went
     sent_ms: int = 0
     wait_ms: int = 0  # how long the receiver may hold it
+    # A Fetch was due while the log had entries not yet durable: its fetch offset would
+    # report them, so it goes out when they are (RaftNode.flushed).
+    after_flush: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,10 +149,12 @@ class QuorumDescription:
 
 @dataclass(slots=True)
 class Ready:
-    """The outputs of one input. Persist first, then send, then apply."""
+    """The outputs of one input. Persist first, then send, then apply; flush when you
+    can, then call :meth:`RaftNode.flushed`."""
 
     messages: list[tuple[int, Message]] = field(default_factory=list)
     persist: QuorumState | None = None
+    flush: LogFlush | None = None  # the log to make durable (no message waits for it)
     high_watermark: int | None = None  # set when it moved forward
     committed: list[Entry] = field(default_factory=list)
     snapshot: SnapshotId | None = None  # installed from the leader: reload from it first
@@ -180,8 +203,10 @@ class RaftNode:
         # Everything in a snapshot is committed; entries after it wait for the leader.
         self.high_watermark = log.start_offset()
         self._ready = Ready()
-        self._unflushed = False
+        # What a restart finds is on the disk: the log as it was opened is durable.
         self._flushed_end = log.end_offset()
+        self._log_generation = 0  # bumped by every truncation (see LogFlush)
+        self._flush_asked: LogFlush | None = None
         self._fetching = _Fetching(next_fetch_ms=now_ms)
         self._bootstrap_turn = node_id  # which bootstrap server a failed election asks next
         deadline_ms = self._election_deadline(now_ms)
@@ -238,6 +263,30 @@ class RaftNode:
 
     def ready(self, now_ms: int) -> Ready:
         """The effects of the commands given since the last Ready."""
+        return self._take_ready(now_ms)
+
+    def flushed(self, flush: LogFlush, now_ms: int) -> Ready:
+        """The driver's word that ``flush`` is done: the log is durable below its end
+        offset. The leader counts its own copy towards the high watermark from now on;
+        a follower's Fetch that waited for it goes out."""
+        if flush.log_generation == self._log_generation and flush.end_offset > self._flushed_end:
+            invariant(
+                flush.end_offset <= self.log.end_offset(),
+                f"flushed to {flush.end_offset} past the log end {self.log.end_offset()}",
+            )
+            self._flushed_end = flush.end_offset
+            role = self.role
+            if isinstance(role, LeaderState):
+                self._advance_leader_high_watermark(role, now_ms)
+            elif (
+                self._fetching.after_flush
+                and self._flushed_end == self.log.end_offset()
+                and (
+                    isinstance(role, FollowerState)
+                    or (isinstance(role, UnattachedState) and not self.is_voter)
+                )
+            ):
+                self._send_fetch(now_ms)
         return self._take_ready(now_ms)
 
     def propose(self, records: list[bytes], now_ms: int) -> int | None:
@@ -342,6 +391,8 @@ class RaftNode:
         data = encode_snapshot(snapshot_id, records, voters, last_contained_ms)
         self.log.write_snapshot(snapshot_id, data)
         self.log.delete_before_snapshot()
+        # The snapshot is durable and holds everything below its end.
+        self._flushed_end = max(self._flushed_end, end_offset)
         self._base_voters = voters if voters is not None else self._base_voters
         self._voter_changes = [c for c in self._voter_changes if c[0] >= end_offset]
         return snapshot_id
@@ -465,9 +516,10 @@ class RaftNode:
         for entry in entries:
             if entry.control == ControlType.VOTERS:
                 self._voter_changes.append((entry.offset, VoterSet.decode(entry.records[0])))
-        self._unflushed = True
 
     def _truncate(self, offset: int) -> None:
+        if offset < self.log.end_offset():
+            self._log_generation += 1
         self.log.truncate_to(offset)
         self._flushed_end = min(self._flushed_end, offset)
         while self._voter_changes and self._voter_changes[-1][0] >= offset:
@@ -538,14 +590,17 @@ class RaftNode:
     # ------------------------------------------------------------------ transitions
 
     def _take_ready(self, now_ms: int) -> Ready:
-        if self._unflushed:
-            self.log.flush()
-            self._unflushed = False
-            self._flushed_end = self.log.end_offset()
-            if isinstance(self.role, LeaderState):
-                self._advance_leader_high_watermark(self.role, now_ms)
+        end = self.log.end_offset()
+        if end > self._flushed_end:
+            flush = LogFlush(end, self._log_generation)
+            if flush != self._flush_asked:
+                self._flush_asked = flush
+                self._ready.flush = flush
         ready, self._ready = self._ready, Ready()
         return ready
+
+    def _tail_unflushed(self) -> bool:
+        return self.log.end_offset() > self._flushed_end
 
     def _persist(self) -> None:
         self._ready.persist = self.quorum_state
@@ -564,6 +619,7 @@ class RaftNode:
         """The one way to change role: refuse any move the table does not list."""
         old = self.role
         check_transition(old, new)
+        self._fetching.after_flush = False  # a new role sends its own first fetch
         if isinstance(old, LeaderState):
             # Pending voter changes fail (they may still commit under the next leader:
             # the client learns it from DescribeQuorum).
@@ -617,6 +673,10 @@ class RaftNode:
         recovery that made a controller we never heard of the only voter. Then every vote
         request goes to voters that are gone, and only an answer from outside our voter
         set (a leader, or a node that knows one, in a higher epoch) makes us follow."""
+        if self._tail_unflushed():
+            # Its fetch offset would report entries a crash could still take away; the
+            # next failed round asks.
+            return
         fetching = self._fetching
         fetching.last_request_id += 1
         fetching.in_flight = fetching.last_request_id
@@ -930,8 +990,16 @@ class RaftNode:
         # gone, only a Fetch finds the next one (a FetchSnapshot to anyone else just
         # fails, forever).
         snapshot_fetch = role.snapshot_fetch if isinstance(role, FollowerState) else None
-        target = self._fetch_target()
         fetching = self._fetching
+        fetching.after_flush = False
+        if snapshot_fetch is None and self._tail_unflushed():
+            # The fetch offset tells the leader what we hold, and it counts that towards
+            # the high watermark: it must be on our disk first. The fetch replaces the
+            # one in flight, if any, as it would have had it gone out.
+            fetching.in_flight = None
+            fetching.after_flush = True
+            return
+        target = self._fetch_target()
         if target is None:
             fetching.next_fetch_ms = now_ms + self.fetch_backoff_ms
             return
@@ -1251,6 +1319,7 @@ class RaftNode:
         follower.snapshot_fetch = None
         self.log.write_snapshot(snapshot_id, data)
         self.log.reset_to_snapshot(snapshot_id)
+        self._log_generation += 1
         self._flushed_end = self.log.end_offset()
         self._load_voters()
         self.high_watermark = snapshot_id.end_offset

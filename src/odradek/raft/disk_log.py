@@ -13,6 +13,13 @@ out, as Kafka lays it out:
   directory, written as ``.checkpoint.part`` and renamed into place, so a crash leaves
   either the whole snapshot or none.
 
+Flushing: :meth:`DiskRaftLog.flush` fsyncs on the caller's thread; a driver that keeps
+the fsync off its event loop uses :meth:`~DiskRaftLog.begin_flush` (on the loop), runs
+the ticket elsewhere, then :meth:`~DiskRaftLog.finish_flush` (on the loop again). While
+a ticket runs, nothing may close the files it syncs: the driver sets ``io_lock`` to a
+lock it holds around the ticket, and truncation, snapshot resets and segment deletion
+take it.
+
 The log start is not stored: on open it is the latest snapshot's end offset. Entries
 below a snapshot are redundant with it (the core only snapshots committed state), so
 serving the snapshot instead is always correct, and a crash between writing a snapshot
@@ -21,8 +28,10 @@ and moving the log start cannot bring back entries the core was told were delete
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from odradek.core.errors import (
     CorruptLogError,
@@ -35,7 +44,7 @@ from odradek.raft.batches import decode_entry, encode_entry
 from odradek.raft.log import UNDEFINED, Entry, SnapshotId
 from odradek.raft.snapshot import decode_snapshot, parse_snapshot_file_name, snapshot_file_name
 from odradek.storage.fs import FileSystem, join
-from odradek.storage.log import LogConfig, PartitionLog
+from odradek.storage.log import FlushTicket, LogConfig, PartitionLog
 
 log = logging.getLogger("odradek.raft")
 
@@ -72,6 +81,9 @@ class DiskRaftLog:
         self.partition = partition
         self._snapshots = sorted(snapshots)
         self._clock = clock
+        # Held while a flush ticket runs on another thread (see the module docstring);
+        # nothing to guard while flushes run on the caller's thread.
+        self.io_lock: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
 
     # --- Opening and closing ---------------------------------------------------------
 
@@ -138,7 +150,8 @@ class DiskRaftLog:
         return below is None or below.next_offset != end or below.epoch != snapshot.epoch
 
     def close(self) -> None:
-        self.partition.close()
+        with self.io_lock:
+            self.partition.close()
 
     # --- Offsets ---------------------------------------------------------------------
 
@@ -198,10 +211,23 @@ class DiskRaftLog:
         invariant(
             entry is not None and entry.offset == offset, f"truncate to {offset}, inside a batch"
         )
-        self.partition.truncate_to(offset, self._clock(), "raft: truncated to the leader's log")
+        with self.io_lock:
+            self.partition.truncate_to(offset, self._clock(), "raft: truncated to the leader's log")
 
     def flush(self) -> None:
         self.partition.flush(self._clock())
+
+    def begin_flush(self) -> FlushTicket:
+        """The fsyncs that make every entry appended so far durable, to run on any
+        thread; :meth:`finish_flush` records them done."""
+        return self.partition.begin_flush()
+
+    def finish_flush(self, ticket: FlushTicket) -> None:
+        self.partition.finish_flush(ticket, self._clock())
+
+    def fail_flush(self, ticket: FlushTicket, error: OSError) -> LogOfflineError:
+        """The ticket's fsync failed: the log goes offline (an fsync is never retried)."""
+        return self.partition.fail_flush(ticket, error)
 
     # --- Reading ---------------------------------------------------------------------
 
@@ -263,9 +289,10 @@ class DiskRaftLog:
 
     def reset_to_snapshot(self, snapshot_id: SnapshotId) -> None:
         invariant(snapshot_id in self._snapshots, f"reset to unknown snapshot {snapshot_id}")
-        self.partition.truncate_fully_and_start_at(
-            snapshot_id.end_offset, self._clock(), f"raft: reset to snapshot {snapshot_id}"
-        )
+        with self.io_lock:
+            self.partition.truncate_fully_and_start_at(
+                snapshot_id.end_offset, self._clock(), f"raft: reset to snapshot {snapshot_id}"
+            )
         self._delete_snapshots_before(snapshot_id)
 
     def delete_before_snapshot(self) -> None:
@@ -287,7 +314,8 @@ class DiskRaftLog:
         self.partition.delete_records_before(end)
         # Whole segments below the new start go now; the rest of the first segment stays
         # on disk below the log start, unread, until its segment can go too.
-        self.partition.delete_old_segments(self._clock(), high_watermark=end)
+        with self.io_lock:
+            self.partition.delete_old_segments(self._clock(), high_watermark=end)
         self._delete_snapshots_before(snapshot)
 
     def _snapshot_path(self, snapshot_id: SnapshotId) -> str:

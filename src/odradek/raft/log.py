@@ -98,7 +98,8 @@ class RaftLog(Protocol):
         ...
 
     def flush(self) -> None:
-        """Make every appended entry durable (the core calls it before counting them)."""
+        """Make every appended entry durable. The core never calls it: it asks its driver
+        (``Ready.flush``), which flushes when it can and says so (``RaftNode.flushed``)."""
         ...
 
     def latest_snapshot(self) -> SnapshotId | None: ...

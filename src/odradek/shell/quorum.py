@@ -3,9 +3,19 @@
 :class:`QuorumDriver` owns one :class:`~odradek.raft.core.RaftNode` and does for it what
 the simulator does in tests: tick it, deliver messages to it, and carry out each
 :class:`~odradek.raft.core.Ready` in the order the core demands (persist the quorum
-state, then send, then apply). Requests to other nodes go out on
+state, then send, then apply; flush the log when it can, then tell the core).
+Requests to other nodes go out on
 :class:`~odradek.shell.peer_client.PeerConnection`; requests from them arrive through
 :meth:`QuorumDriver.handle`, called by the node's controller listener.
+
+No disk write waits on the event loop. :class:`~odradek.shell.quorum_sync.QuorumSync`
+runs the quorum-state writes and the metadata log's fsyncs on one thread of its own, one
+job at a time: what is asked while a job runs goes into the next, so one fsync covers
+every append made meanwhile (group commit). A Ready whose quorum state is being written
+waits, with every Ready after it, until the write is durable; then its messages leave.
+A log flush holds nothing back: the core sends no message that depends on an unflushed
+entry, and counts its own appends only once :meth:`~odradek.raft.core.RaftNode.flushed`
+says they are durable.
 
 It also keeps the metadata log moving and watched: the leader appends a NoOpRecord
 when nothing else was written for ``metadata.max.idle.interval.ms``, and any node that
@@ -21,6 +31,7 @@ import logging
 import random
 import time
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +46,7 @@ from odradek.protocol.metadata import NoOpRecord
 from odradek.protocol.metadata_record import encode_metadata_record
 from odradek.raft import wire
 from odradek.raft.core import QuorumState, RaftNode, Ready, State
+from odradek.raft.disk_log import DiskRaftLog
 from odradek.raft.log import Entry, RaftLog, SnapshotId
 from odradek.raft.messages import (
     FetchRequest,
@@ -50,6 +62,7 @@ from odradek.raft.quorum_file import QuorumStateFile, StoredQuorumState
 from odradek.raft.voters import ReplicaKey, Voter, VoterEndpoint, VoterSet
 from odradek.shell.clock import monotonic_ms
 from odradek.shell.peer_client import PeerConnection, PeerPool, PeerUnavailable
+from odradek.shell.quorum_sync import QuorumSync
 from odradek.shell.supervisor import Supervisor
 
 log = logging.getLogger("odradek.quorum")
@@ -113,6 +126,14 @@ class QuorumDriver:
         self._peers = PeerPool(f"raft-{config.node_id}")
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
+        self._sync: QuorumSync | None = None
+        self._syncer: asyncio.Task[None] | None = None
+        # Readys waiting for a quorum-state write: (its number, the Ready), in order.
+        self._held: deque[tuple[int, Ready]] = deque()
+        # Acknowledgements waiting for the same: (the state's number, the waiter).
+        self._barriers: deque[tuple[int, asyncio.Future[None]]] = deque()
+        # The high watermark of the last Ready carried out: what the state machine has.
+        self._applied_high_watermark = 0
         self._inbound: dict[tuple[int, int], asyncio.Future[Message]] = {}
         self._vote_inbound: dict[int, asyncio.Future[Message]] = {}
         self._inbound_seq = 0
@@ -166,6 +187,11 @@ class QuorumDriver:
             request_timeout_ms=cfg.request_timeout_ms,
         )
         self._hw_moved_ms = now
+        self._applied_high_watermark = self.node.high_watermark
+        self._sync = QuorumSync(self.log, self.state_file)
+        # The syncer carries out what waited for the disk; like the ticker it ends only
+        # when the replica halts.
+        self._syncer = self._supervisor.start("raft-sync", self._sync_forever(), may_end=True)
         self._process(self.node.ready(now))
         # The ticker drives the core: without it this replica neither votes nor fetches.
         # It ends only when the replica halts (which stops the node by itself).
@@ -188,15 +214,23 @@ class QuorumDriver:
                 self._process(node.ready(monotonic_ms()))
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(0.5):
+                    await self._synced()
                     await asyncio.gather(*self._tasks, return_exceptions=True)
-        tasks = [t for t in [self._ticker, *self._tasks] if t is not None]
+        tasks = [t for t in [self._ticker, self._syncer, *self._tasks] if t is not None]
         for task in tasks:
             task.cancel()
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        if self._sync is not None:
+            self._sync.stop()
         await self._peers.close()
         self._fail_waiters()
+
+    async def _synced(self) -> None:
+        """Until the sync thread has nothing left to do and nothing waits for it."""
+        while self._sync is not None and not (self._sync.idle and not self._held):
+            await asyncio.sleep(0.001)
 
     @property
     def raft(self) -> RaftNode:
@@ -223,6 +257,16 @@ class QuorumDriver:
         )
         if self._ticker is not None:
             self._ticker.cancel()
+        if self._syncer is not None:
+            self._syncer.cancel()
+        if self._sync is not None:
+            self._sync.stop()
+        # What waited for a write that failed must never be sent.
+        self._held.clear()
+        for _, barrier in self._barriers:
+            if not barrier.done():
+                barrier.set_exception(QuorumHalted(reason))
+        self._barriers.clear()
         self._fail_waiters()
         for waiter in self._change_waiters.values():
             if not waiter.done():
@@ -252,7 +296,7 @@ class QuorumDriver:
     def writable(self) -> bool:
         """Leader, and everything before its epoch is committed and applied: the image
         is the whole committed state, so commands can be decided on it."""
-        return self.is_leader and self.raft.high_watermark >= self._writable_from
+        return self.is_leader and self._applied_high_watermark >= self._writable_from
 
     # ------------------------------------------------------------------ writes
 
@@ -280,7 +324,7 @@ class QuorumDriver:
 
     async def wait_caught_up(self, target: int) -> None:
         """Wait until the high watermark reaches ``target`` (the log end at start)."""
-        while self.raft.high_watermark < target or self.raft.leader is None:
+        while self._applied_high_watermark < target or self.raft.leader is None:
             await asyncio.sleep(TICK_MS / 1000)
 
     async def change_voters(
@@ -329,10 +373,13 @@ class QuorumDriver:
             self._maybe_update_own_voter()
 
     def _process(self, ready: Ready) -> None:
-        node = self.raft
+        """Carry out ``ready``: hand its writes to the sync thread, then send and apply
+        it now, or once the quorum state it carries (or an earlier one) is durable."""
+        sync = self._sync
+        assert sync is not None, "the quorum driver is not started"
         if ready.persist is not None:
             p = ready.persist
-            self.state_file.write(
+            sync.write_state(
                 StoredQuorumState(
                     p.epoch,
                     p.leader,
@@ -340,6 +387,20 @@ class QuorumDriver:
                     None if p.voted_for is None else p.voted_for.directory_id,
                 )
             )
+        if ready.flush is not None:
+            sync.flush(ready.flush)
+        # The disk starts now, while the loop sends and applies.
+        sync.kick()
+        # Followed at once, not when the Ready is carried out: `writable` must never see
+        # a new leadership with the previous one's log end.
+        self._track_leadership()
+        if sync.state_durable < sync.state_asked:
+            self._held.append((sync.state_asked, ready))
+        else:
+            self._carry_out(ready)
+
+    def _carry_out(self, ready: Ready) -> None:
+        """Send, then apply: the quorum state ``ready`` depends on is durable."""
         for destination, message in ready.messages:
             if isinstance(message, VoteResponse | FetchResponse | FetchSnapshotResponse):
                 self._answer(destination, message)
@@ -349,7 +410,9 @@ class QuorumDriver:
             self.on_snapshot(ready.snapshot)
         if ready.committed:
             self.on_commit(ready.committed)
-        for offset in [o for o in self._commit_waiters if o < node.high_watermark]:
+        if ready.high_watermark is not None:
+            self._applied_high_watermark = ready.high_watermark
+        for offset in [o for o in self._commit_waiters if o < self._applied_high_watermark]:
             future = self._commit_waiters.pop(offset)
             if not future.done():
                 future.set_result(None)
@@ -357,6 +420,9 @@ class QuorumDriver:
             waiter = self._change_waiters.pop(offset, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(error)
+
+    def _track_leadership(self) -> None:
+        node = self.raft
         leading = node.epoch if node.state is State.LEADER else None
         if leading != self._leader_epoch:
             if self._leader_epoch is not None:
@@ -369,6 +435,32 @@ class QuorumDriver:
             self._known_leader = (node.epoch, node.leader)
             self.leader_changed.set()
             self.leader_changed = asyncio.Event()
+
+    async def _sync_forever(self) -> None:
+        """Carry out what each finished sync job let go: the Readys that waited for its
+        quorum state, then the core's reaction to its flush."""
+        sync = self._sync
+        assert sync is not None
+        while self.halted is None:
+            job = await sync.finished()
+            if job.error is not None:
+                if job.ticket is not None and isinstance(self.log, DiskRaftLog):
+                    self.log.fail_flush(job.ticket, job.error)
+                self.halt(f"the metadata log failed: {job.error}")
+                return
+            while self._held and self._held[0][0] <= sync.state_durable:
+                self._carry_out(self._held.popleft()[1])
+            while self._barriers and self._barriers[0][0] <= sync.state_durable:
+                barrier = self._barriers.popleft()[1]
+                if not barrier.done():
+                    barrier.set_result(None)
+            try:
+                with self._persisting():
+                    if job.flush is not None:
+                        self._process(self.raft.flushed(job.flush, monotonic_ms()))
+                    sync.kick()
+            except QuorumHalted:
+                return
 
     def _fail_waiters(self) -> None:
         for future in self._commit_waiters.values():
@@ -568,7 +660,11 @@ class QuorumDriver:
         with self._persisting():  # a halted replica answers nothing: QuorumHalted
             self._process(node.step(message, sender, monotonic_ms()))
         if future is None:
-            return wire.acknowledgement(body, node.epoch, node.leader)
+            # Even an acknowledgement (BeginQuorumEpoch, EndQuorumEpoch) tells our epoch:
+            # it leaves once that epoch is durable, like every other message.
+            epoch, leader = node.epoch, node.leader
+            await self._state_durable()
+            return wire.acknowledgement(body, epoch, leader)
         wait_ms = getattr(message, "max_wait_ms", 0) + self.config.request_timeout_ms
         try:
             async with asyncio.timeout(wait_ms / 1000):
@@ -582,6 +678,17 @@ class QuorumDriver:
         response = wire.response_to_wire(answer, int(time.time() * 1000))
         self._add_leader_endpoint(response)
         return response
+
+    async def _state_durable(self) -> None:
+        """Until every quorum state asked for so far is durable (QuorumHalted if the
+        replica halts first)."""
+        sync = self._sync
+        assert sync is not None
+        if sync.state_durable >= sync.state_asked:
+            return
+        barrier: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._barriers.append((sync.state_asked, barrier))
+        await barrier
 
     def _add_leader_endpoint(self, response: wire.WireResponse) -> None:
         """Name the leader's address in the response (NodeEndpoints), for fetchers that

@@ -14,14 +14,19 @@ What is modelled
   what the real one must with every ``Ready``: make ``persist`` durable (a per-node copy
   of the quorum-state file), then send the messages, then apply the snapshot and the
   committed entries to a tiny state machine (a hash chain over the committed sequence).
-  Nodes tick every ``TICK_MS``.
+  A ``Ready.flush`` goes to the node's disk, which completes flushes in order after a
+  latency the seed picks (up to ``flush_max_ms``); only then is the log durable and the
+  core told (``RaftNode.flushed``). Nodes tick every ``TICK_MS``.
 * **Network** (:mod:`odradek.testing.sim_network`): per-link delays, drop, duplicate,
   reorder; partitions (a node alone, two groups, one-way, a bridge); messages to a
-  process that restarted since they were sent are lost (the connection died). Bootstrap
-  destinations (negative) go to the bootstrap voters.
+  process that restarted since they were sent are lost (the connection died), and so
+  are the answers to messages from one. Bootstrap destinations (negative) go to the
+  bootstrap voters.
 * **Disk** (:mod:`odradek.testing.sim_raft_log`): a crash keeps what was flushed (and,
-  when the seed says so, a random prefix of the rest); snapshots and the quorum state
-  written through ``Ready.persist`` are durable.
+  when the seed says so, a random prefix of the rest); a crash while flushes are in
+  flight loses what they were to make durable, so the checks below prove that nothing
+  acknowledged or counted depended on an unflushed entry. Snapshots and the quorum
+  state written through ``Ready.persist`` are durable.
 * **Processes**: crash and restart (a new ``RaftNode`` from the durable log and quorum
   state, same directory id), pause and resume (messages wait, ticks stop), wipe (a new
   disk formatted without voters: a new directory id, the node comes back an observer).
@@ -44,13 +49,15 @@ vote); a leader's log holds at most one uncommitted voter change. At the end, af
 healing, restarting everything and a quiet period: exactly one leader, every node's high
 watermark equals the leader's, and every proposal made after the quiet period committed.
 
+The scenarios, the swarm configuration and the state machine are in
+:mod:`odradek.testing.raft_swarm`.
+
 A violation raises :class:`SimulationFailure` (an ``AssertionError``) naming the seed, the
 time, the command that replays it and the last events.
 """
 
 from __future__ import annotations
 
-import hashlib
 import heapq
 import random
 import uuid
@@ -60,24 +67,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.protocol.record_batch import ControlType
-from odradek.raft.core import QuorumState, RaftNode, Ready, State
-from odradek.raft.log import Entry, SnapshotId
+from odradek.raft.core import LogFlush, QuorumState, RaftNode, Ready, State
+from odradek.raft.log import Entry
 from odradek.raft.messages import Message, bootstrap_index
-from odradek.raft.snapshot import BOOTSTRAP_SNAPSHOT_ID, bootstrap_snapshot, decode_snapshot
+from odradek.raft.snapshot import BOOTSTRAP_SNAPSHOT_ID, bootstrap_snapshot
 from odradek.raft.voters import ZERO_DIRECTORY, Voter, VoterEndpoint, VoterSet
+from odradek.testing.raft_swarm import DRIVERS, SCENARIOS, Config, StateMachine, swarm
 from odradek.testing.sim_network import Faults, SimNetwork
 from odradek.testing.sim_raft_log import NoFlushRaftLog, SimRaftLog
-
-SCENARIOS = (
-    "leader_isolation",
-    "kill_majority",
-    "membership",
-    "snapshot_transfer",
-    "one_way",
-    "mix",
-)
-#: Correct, or deliberately broken to prove that the checker can fail.
-DRIVERS = ("correct", "late_persist", "no_flush")
 
 TICK_MS = 20
 ELECTION_TIMEOUT_MS = 500
@@ -89,104 +86,10 @@ STABLE_MS = FAULTS_END_MS + 4_000  # after the quiet period: proposals must comm
 END_MS = STABLE_MS + 3_000
 
 _ALL = 1 << 62
-_NEMESIS = ("crash", "kill_majority", "pause", "isolate_leader", "partition", "one_way", "wipe")
-_SCENARIO_NEMESIS = {
-    "leader_isolation": ("isolate_leader", ("crash", "pause")),
-    "kill_majority": ("kill_majority", ("crash", "pause")),
-    "membership": ("crash", ("partition", "pause", "wipe", "isolate_leader")),
-    "snapshot_transfer": ("wipe", ("partition", "pause", "crash")),
-    "one_way": ("one_way", ("crash", "isolate_leader")),
-    "mix": ("partition", _NEMESIS),
-}
 
 
 class SimulationFailure(AssertionError):
     """A broken invariant, with the seed and the way to replay it."""
-
-
-@dataclass(frozen=True)
-class Config:
-    """What the swarm picked for one seed."""
-
-    seed: int
-    scenario: str
-    voters: int
-    observers: int
-    dynamic: bool
-    network: Faults
-    nemesis: dict[str, int]  # action -> weight
-    nemesis_interval_ms: int
-    propose_interval_ms: int
-    membership_interval_ms: int | None
-    snapshot_interval_ms: int | None
-    keep_unflushed: bool
-
-
-def swarm(seed: int, scenario: str, rng: random.Random) -> Config:
-    main, extra = _SCENARIO_NEMESIS[scenario]
-    nemesis = {main: rng.randint(2, 5)}
-    for action in extra:
-        if rng.random() < 0.6:
-            nemesis[action] = rng.randint(1, 3)
-    dynamic = scenario in ("membership", "snapshot_transfer") or rng.random() < 0.75
-    if not dynamic:
-        nemesis.pop("wipe", None)  # a static voter cannot be told from a new disk
-    membership = scenario == "membership" or (scenario == "mix" and rng.random() < 0.5)
-    snapshots = scenario == "snapshot_transfer" or rng.random() < 0.5
-
-    def sometimes(high: float) -> float:
-        return rng.uniform(0, high) if rng.random() < 0.6 else 0.0
-
-    return Config(
-        seed=seed,
-        scenario=scenario,
-        voters=rng.choice((3, 3, 5)),
-        observers=rng.randint(1, 2) if dynamic and (membership or snapshots) else 0,
-        dynamic=dynamic,
-        network=Faults(
-            drop=sometimes(0.08),
-            duplicate=sometimes(0.04),
-            reorder=sometimes(0.05),
-            max_base_ms=rng.randint(1, 10),
-            max_jitter_ms=rng.randint(0, 30),
-        ),
-        nemesis=nemesis,
-        nemesis_interval_ms=rng.randint(300, 1500),
-        propose_interval_ms=rng.randint(50, 300),
-        membership_interval_ms=rng.randint(200, 1000) if membership and dynamic else None,
-        snapshot_interval_ms=rng.randint(150, 1000) if snapshots else None,
-        keep_unflushed=rng.random() < 0.5,
-    )
-
-
-# ---------------------------------------------------------------------- the state machine
-
-
-@dataclass
-class StateMachine:
-    """The committed sequence as a hash chain: ``history[end_offset]`` is the digest of
-    everything below ``end_offset``; a snapshot holds one record, that digest."""
-
-    applied_end: int = 0
-    digest: bytes = b""
-    history: dict[int, bytes] = field(default_factory=lambda: {0: b""})
-
-    def load(self, snapshot_id: SnapshotId, data: bytes) -> None:
-        records = decode_snapshot(data).records
-        self.applied_end = snapshot_id.end_offset
-        self.digest = records[0] if records else b""
-        self.history = {self.applied_end: self.digest}
-
-    def apply(self, entry: Entry) -> None:
-        if entry.offset != self.applied_end:
-            raise AssertionError(f"applied {entry.offset} after {self.applied_end}")
-        h = hashlib.blake2b(self.digest, digest_size=16)
-        h.update(f"{entry.offset}/{entry.epoch}/{entry.control}".encode())
-        for record in entry.records:
-            h.update(len(record).to_bytes(4, "big") + record)
-        self.digest = h.digest()
-        self.applied_end = entry.next_offset
-        self.history[self.applied_end] = self.digest
 
 
 # ---------------------------------------------------------------------- processes
@@ -203,7 +106,9 @@ class Process:
     node: RaftNode | None = None  # None while crashed
     generation: int = 0  # bumped by every start: messages to an older one are lost
     paused: bool = False
-    held: list[tuple[int, Message]] = field(default_factory=list)
+    held: list[tuple[int, int, Message]] = field(default_factory=list)  # src, its gen
+    held_flushes: list[LogFlush] = field(default_factory=list)  # done while paused
+    flush_done_ms: int = 0  # when the last flush handed to the disk completes
     machine: StateMachine = field(default_factory=StateMachine)
     max_epoch: int = 0  # over every lifetime of this directory
     last_hw: int = 0  # within this lifetime
@@ -257,6 +162,7 @@ class Simulation:
                 p.log.write_snapshot(BOOTSTRAP_SNAPSHOT_ID, bootstrap_snapshot(voters))
             self._start(p)
         self.snapshots_installed = 0
+        self.crashes_before_flush = 0  # crashes that lost a flush in flight
         self.events = 0
         self._schedule(0, "client_propose", ())
         self._schedule(self.rng.randint(0, cfg.nemesis_interval_ms), "nemesis", ())
@@ -285,6 +191,7 @@ class Simulation:
         p.generation += 1
         p.paused = False
         p.held = []
+        p.held_flushes = []
         p.node = RaftNode(
             p.node_id,
             p.log,
@@ -314,14 +221,20 @@ class Simulation:
         self._seq += 1
         heapq.heappush(self._queue, (at_ms, self._seq, kind, args))
 
-    def _send(self, src: int, to: int, message: Message) -> None:
+    def _destination(self, to: int) -> int:
         index = bootstrap_index(to)
-        dst = self.voter_ids[index] if index is not None else to
+        return self.voter_ids[index] if index is not None else to
+
+    def _send(self, src: int, to: int, message: Message) -> None:
+        dst = self._destination(to)
         target = self.procs.get(dst)
         if target is None or target.node is None:
             return  # no process to connect to
+        source = self.procs[src].generation
         for delay in self.network.delays(src, dst):
-            self._schedule(self.now + delay, "deliver", (src, dst, target.generation, message))
+            self._schedule(
+                self.now + delay, "deliver", (src, source, dst, target.generation, message)
+            )
 
     def leaders(self) -> list[RaftNode]:
         return [
@@ -338,7 +251,7 @@ class Simulation:
 
     # -- the driver: what a real process does with a Ready
 
-    def _handle(self, p: Process, ready: Ready) -> None:
+    def _handle(self, p: Process, ready: Ready, dead_link: int | None = None) -> None:
         if ready.persist is not None:
             if self.driver == "late_persist":
                 # Broken on purpose: the quorum state reaches the disk after the messages.
@@ -349,7 +262,13 @@ class Simulation:
             else:
                 p.quorum = ready.persist
         for to, message in ready.messages:
+            if dead_link is not None and self._destination(to) == dead_link:
+                # The answer to a message from a process that has restarted since it
+                # sent it: the connection it came on died with that process.
+                continue
             self._send(p.node_id, to, message)
+        if ready.flush is not None:
+            self._flush(p, ready.flush)
         if ready.snapshot is not None:
             data = p.log.read_snapshot(ready.snapshot)
             assert data is not None, f"installed snapshot {ready.snapshot} not in the log"
@@ -360,6 +279,17 @@ class Simulation:
         for offset, error in ready.voter_changes:
             self.voter_changes.append((self.now, f"node {p.node_id} offset {offset}", error))
         self._check(p)
+        if ready.flush is not None and self.driver == "early_flushed" and p.node is not None:
+            # Broken on purpose: the core hears "durable" before the disk is.
+            self._handle(p, p.node.flushed(ready.flush, self.now))
+
+    def _flush(self, p: Process, flush: LogFlush) -> None:
+        """Hand the log's writes so far to the disk: one sync thread, so flushes
+        complete in order, each some time after it was asked for."""
+        mark = p.log.begin_flush()
+        latency = self.rng.randint(0, self.config.flush_max_ms)
+        p.flush_done_ms = max(p.flush_done_ms, self.now + latency)
+        self._schedule(p.flush_done_ms, "flushed", (p.node_id, p.generation, mark, flush))
 
     # -- events
 
@@ -393,14 +323,34 @@ class Simulation:
             return
         self._handle(p, p.node.leader_unreachable(dead, self.now))
 
-    def _on_deliver(self, src: int, dst: int, generation: int, message: Message) -> None:
+    def _on_deliver(
+        self, src: int, source: int, dst: int, generation: int, message: Message
+    ) -> None:
         p = self.procs[dst]
         if p.node is None or p.generation != generation or not self.network.connected(src, dst):
             return
         if p.paused:
-            p.held.append((src, message))
+            p.held.append((src, source, message))
             return
-        self._handle(p, p.node.step(message, src, self.now))
+        self._step(p, src, source, message)
+
+    def _step(self, p: Process, src: int, source: int, message: Message) -> None:
+        """Deliver ``message``, sent by ``src`` in its lifetime ``source``."""
+        assert p.node is not None
+        ready = p.node.step(message, src, self.now)
+        self._handle(p, ready, src if self.procs[src].generation != source else None)
+
+    def _on_flushed(self, node_id: int, generation: int, mark: int, flush: LogFlush) -> None:
+        p = self.procs[node_id]
+        if p.node is None or p.generation != generation:
+            return  # crashed meanwhile: the flush never completed
+        p.log.finish_flush(mark)
+        if self.driver == "early_flushed":
+            return  # it told the core long ago
+        if p.paused:
+            p.held_flushes.append(flush)  # the disk is done; the process hears of it later
+            return
+        self._handle(p, p.node.flushed(flush, self.now))
 
     def _on_persist(self, node_id: int, generation: int, state: QuorumState) -> None:
         p = self.procs[node_id]
@@ -496,6 +446,8 @@ class Simulation:
         if p.node is None:
             return
         lost = p.log.unflushed
+        if p.flush_done_ms > self.now and lost:
+            self.crashes_before_flush += 1
         p.node = None
         p.log = p.log.crashed(self.rng, self.config.keep_unflushed)
         p.log.on_drop = self._on_drop
@@ -530,10 +482,14 @@ class Simulation:
         if p.node is None or not p.paused:
             return
         p.paused = False
-        held, p.held = p.held, []
-        for src, message in held:
+        flushes, p.held_flushes = p.held_flushes, []
+        for flush in flushes:
             if p.node is not None:
-                self._handle(p, p.node.step(message, src, self.now))
+                self._handle(p, p.node.flushed(flush, self.now))
+        held, p.held = p.held, []
+        for src, source, message in held:
+            if p.node is not None:
+                self._step(p, src, source, message)
 
     def _partition_for(self, duration_ms: int) -> None:
         self.trace.append((self.now, "partition", (self.network.description,)))

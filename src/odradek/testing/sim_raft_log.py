@@ -1,11 +1,15 @@
 """``SimRaftLog``: a :class:`~odradek.raft.log.MemoryRaftLog` that a crash can cut back.
 
-The Raft core writes its log and calls ``flush()`` before it counts or reports what it
-appended. This log keeps, next to the visible log, a *durable* copy (another
+The Raft core writes its log and asks its driver (``Ready.flush``) to make it durable;
+the simulator's driver completes that flush later, as a disk does, and only then tells
+the core. This log keeps, next to the visible log, a *durable* copy (another
 ``MemoryRaftLog``) and the list of operations (single-entry appends and truncations)
 done since the last flush. The model, kept small on purpose:
 
 * ``flush()`` applies the pending operations to the durable copy.
+* ``begin_flush()`` marks the operations done so far, and ``finish_flush(mark)`` later
+  applies those (and only those) to the durable copy: operations done in between wait
+  for a later flush, as writes issued after an fsync started do.
 * A snapshot operation (``write_snapshot``, ``reset_to_snapshot``,
   ``delete_before_snapshot``) is durable at once; the pending operations before it are
   made durable first, as if the snapshot writer synced the directory.
@@ -55,6 +59,7 @@ class SimRaftLog(MemoryRaftLog):
         super().__init__()
         self.durable = MemoryRaftLog()
         self._pending: list[_Operation] = []
+        self._done = 0  # operations applied to the durable copy, over this log's life
         self.on_drop: Callable[[Sequence[Entry], str], None] | None = None
 
     # -- writes that wait for a flush
@@ -70,9 +75,21 @@ class SimRaftLog(MemoryRaftLog):
         self._pending.append(("truncate", offset))
 
     def flush(self) -> None:
-        for operation in self._pending:
+        self.finish_flush(self.begin_flush())
+
+    def begin_flush(self) -> int:
+        """A mark for :meth:`finish_flush`: every operation done so far."""
+        return self._done + len(self._pending)
+
+    def finish_flush(self, mark: int) -> None:
+        """Make the operations done before ``mark`` was taken durable."""
+        count = mark - self._done
+        if count <= 0:
+            return  # a later flush (a snapshot's) covered it already
+        for operation in self._pending[:count]:
             _apply(self.durable, operation)
-        self._pending = []
+        del self._pending[:count]
+        self._done += count
 
     # -- writes that are durable at once
 
@@ -112,14 +129,14 @@ class SimRaftLog(MemoryRaftLog):
         keep = rng.randint(0, len(self._pending)) if keep_unflushed else 0
         for operation in self._pending[:keep]:
             _apply(recovered, operation)
-        SimRaftLog.flush(recovered)  # what is on the disk is durable, whatever the class
+        SimRaftLog.finish_flush(recovered, recovered.begin_flush())  # on the disk: durable
         return recovered
 
 
 class NoFlushRaftLog(SimRaftLog):
     """A broken disk for the checker's own test: ``flush`` makes nothing durable."""
 
-    def flush(self) -> None:
+    def finish_flush(self, mark: int) -> None:
         pass
 
 
