@@ -34,19 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.broker import (
-    cluster,
-    config_requests,
-    elect_leaders,
-    fetch,
     groups,
-    list_offsets,
-    offset_for_leader_epoch,
-    partitions_admin,
-    produce,
-    reassignments,
-    topics,
 )
-from odradek.broker import producer_ids as init_producer_id
 from odradek.broker.effects import (
     AwaitData,
     AwaitFlush,
@@ -60,13 +49,13 @@ from odradek.broker.effects import (
     Reply,
 )
 from odradek.broker.fetch_session import FetchSessionCache
+from odradek.broker.handlers import broker_routes, register
 from odradek.broker.partition import (
     LocalPartition,
     expire_producers,
     load_producer_state,
     may_take_roles,
 )
-from odradek.broker.producer_ids import ProducerIds
 from odradek.broker.record_validation import RecordPolicy
 from odradek.broker.router import Close, Dispatch, Respond, Router
 from odradek.broker.server_config import ServerConfig
@@ -79,34 +68,12 @@ from odradek.broker.topic_config import (
 from odradek.controller.elr import min_insync_replicas
 from odradek.controller.image import MetadataImage
 from odradek.controller.image_records import decode_image_records, encode_image_records
-from odradek.coordinator import API_VERSIONS as GROUP_API_VERSIONS
 from odradek.coordinator import GroupConfig, GroupCoordinator, Output, Write
 from odradek.core.errors import ConfigError, CorruptLogError, LogOfflineError, RemoteProtocolError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.framing import FrameDecoder, size_prefix
 from odradek.protocol.messages import (
-    AlterConfigsRequest,
-    AlterPartitionReassignmentsRequest,
-    CreatePartitionsRequest,
-    CreateTopicsRequest,
-    DeleteRecordsRequest,
-    DeleteTopicsRequest,
-    DescribeClusterRequest,
-    DescribeConfigsRequest,
-    DescribeLogDirsRequest,
-    DescribeQuorumRequest,
-    ElectLeadersRequest,
     EnvelopeRequest,
-    FetchRequest,
-    FindCoordinatorRequest,
-    IncrementalAlterConfigsRequest,
-    InitProducerIdRequest,
-    ListOffsetsRequest,
-    ListPartitionReassignmentsRequest,
-    MetadataRequest,
-    OffsetForLeaderEpochRequest,
-    ProduceRequest,
-    UnregisterBrokerRequest,
 )
 from odradek.protocol.metadata import NoOpRecord
 from odradek.protocol.metadata_record import decode_metadata_record
@@ -216,7 +183,6 @@ class Node:
         )
         self.state.validate_topic_configs = config.validate_topic_configs
         self.router = Router()
-        self._register()
         self.controller_router = Router()
         for api_key, versions in controller_service.CONTROLLER_APIS.items():
             self.controller_router.register(api_key, versions, controller_service.route)
@@ -257,6 +223,7 @@ class Node:
         self.groups = GroupCoordinator(
             self.group_config, rng=random.Random(), owned_partitions=[], now_ms=steady_ms()
         )
+        self._register()
         self._group_waiters: dict[object, asyncio.Future[Any]] = {}
         self._group_timer_wakeup = asyncio.Event()
         self._loaded_offsets_partitions: set[int] = set()
@@ -271,124 +238,16 @@ class Node:
         self.port = config.listen_port
 
     def _register(self) -> None:
-        s = self.state
-        server = self.config.server
-        producer_ids = ProducerIds()
-        handlers: list[tuple[int, tuple[int, int], Callable[[Any, Any], Outcome]]] = [
-            (
-                MetadataRequest.API_KEY,
-                topics.METADATA_VERSIONS,
-                lambda h, b: topics.handle_metadata(s, h, b),
+        register(
+            self.router,
+            broker_routes(
+                self.state,
+                self.config.server,
+                offsets_topic_num_partitions=self.group_config.offsets_topic_num_partitions,
+                offsets_topic_replication_factor=self.offsets_topic_replication_factor,
+                describe_quorum=self._describe_quorum,
             ),
-            (
-                CreateTopicsRequest.API_KEY,
-                topics.CREATE_TOPICS_VERSIONS,
-                lambda h, b: topics.handle_create_topics(s, h, b),
-            ),
-            (
-                DeleteTopicsRequest.API_KEY,
-                topics.DELETE_TOPICS_VERSIONS,
-                lambda h, b: topics.handle_delete_topics(s, h, b),
-            ),
-            (
-                ProduceRequest.API_KEY,
-                produce.VERSIONS,
-                lambda h, b: produce.handle_produce(s, h, b),
-            ),
-            (FetchRequest.API_KEY, fetch.VERSIONS, lambda h, b: fetch.handle_fetch(s, h, b)),
-            (
-                ListOffsetsRequest.API_KEY,
-                list_offsets.VERSIONS,
-                lambda h, b: list_offsets.handle_list_offsets(s, h, b),
-            ),
-            (
-                DescribeClusterRequest.API_KEY,
-                cluster.DESCRIBE_CLUSTER_VERSIONS,
-                lambda h, b: cluster.handle_describe_cluster(s, h, b),
-            ),
-            (
-                CreatePartitionsRequest.API_KEY,
-                partitions_admin.CREATE_PARTITIONS_VERSIONS,
-                lambda h, b: partitions_admin.handle_create_partitions(s, h, b),
-            ),
-            (
-                DeleteRecordsRequest.API_KEY,
-                partitions_admin.DELETE_RECORDS_VERSIONS,
-                lambda h, b: partitions_admin.handle_delete_records(s, server, h, b),
-            ),
-            (
-                DescribeConfigsRequest.API_KEY,
-                config_requests.DESCRIBE_CONFIGS_VERSIONS,
-                lambda h, b: config_requests.handle_describe_configs(s, server, h, b),
-            ),
-            (
-                AlterConfigsRequest.API_KEY,
-                config_requests.ALTER_CONFIGS_VERSIONS,
-                lambda h, b: config_requests.handle_alter_configs(s, server, h, b),
-            ),
-            (
-                IncrementalAlterConfigsRequest.API_KEY,
-                config_requests.INCREMENTAL_ALTER_CONFIGS_VERSIONS,
-                lambda h, b: config_requests.handle_incremental_alter_configs(s, server, h, b),
-            ),
-            (
-                FindCoordinatorRequest.API_KEY,
-                groups.FIND_COORDINATOR_VERSIONS,
-                lambda h, b: groups.handle_find_coordinator(
-                    s,
-                    h,
-                    b,
-                    offsets_topic_num_partitions=self.group_config.offsets_topic_num_partitions,
-                    offsets_topic_replication_factor=self.offsets_topic_replication_factor,
-                ),
-            ),
-            (
-                OffsetForLeaderEpochRequest.API_KEY,
-                offset_for_leader_epoch.VERSIONS,
-                lambda h, b: offset_for_leader_epoch.handle_offset_for_leader_epoch(s, h, b),
-            ),
-            (
-                ElectLeadersRequest.API_KEY,
-                elect_leaders.VERSIONS,
-                lambda h, b: elect_leaders.handle_elect_leaders(s, h, b),
-            ),
-            (
-                InitProducerIdRequest.API_KEY,
-                init_producer_id.VERSIONS,
-                lambda h, b: init_producer_id.handle_init_producer_id(s, producer_ids, h, b),
-            ),
-        ]
-        handlers += [
-            (
-                AlterPartitionReassignmentsRequest.API_KEY,
-                reassignments.ALTER_VERSIONS,
-                lambda h, b: reassignments.handle_alter_partition_reassignments(s, h, b),
-            ),
-            (
-                ListPartitionReassignmentsRequest.API_KEY,
-                reassignments.LIST_VERSIONS,
-                lambda h, b: reassignments.handle_list_partition_reassignments(s, h, b),
-            ),
-            (
-                UnregisterBrokerRequest.API_KEY,
-                reassignments.UNREGISTER_VERSIONS,
-                lambda h, b: reassignments.handle_unregister_broker(s, h, b),
-            ),
-            (
-                DescribeLogDirsRequest.API_KEY,
-                reassignments.DESCRIBE_LOG_DIRS_VERSIONS,
-                lambda h, b: reassignments.handle_describe_log_dirs(s, h, b),
-            ),
-        ]
-        handlers += [
-            (api_key, versions, groups.handle_group_request)
-            for api_key, versions in GROUP_API_VERSIONS.items()
-        ]
-        # DescribeQuorum on the broker listener answers with this node's own view of
-        # the metadata quorum (leader, high watermark, the stall alarm) for health checks.
-        handlers.append((DescribeQuorumRequest.API_KEY, (0, 2), self._describe_quorum))
-        for api_key, versions, handler in handlers:
-            self.router.register(api_key, versions, handler)
+        )
 
     def _fatal(self, name: str, error: BaseException) -> None:
         """A long-lived task failed and nothing handles it: stop, with a non-zero exit."""
@@ -453,9 +312,9 @@ class Node:
                 )
         self.fail(f"log dir {self.log_dir.path} failed ({reason}); no healthy log dir is left")
 
-    def _describe_quorum(self, header: Any, body: Any) -> Outcome:
+    def _describe_quorum(self) -> Any:
         assert self.quorum is not None
-        return Reply(self.quorum.describe())
+        return self.quorum.describe()
 
     # --- Start and stop -------------------------------------------------------------
 
@@ -1038,7 +897,7 @@ class Node:
             self._logs_to_replace[key] = partition_log
             return False
         if key[0] not in configs:
-            # One resolution per topic: a topic's partitions share their config_requests.
+            # One resolution per topic: a topic's partitions share their configs.
             configs[key[0]] = (
                 self._log_config_for(key[0]),
                 self._max_message_bytes_for(key[0]),
