@@ -14,6 +14,7 @@ up. The rooms, each reached through a small protocol naming what is asked of it:
 * :mod:`odradek.shell.hosting`: the partitions and logs the image assigns here;
 * :mod:`odradek.shell.group_service`: the group coordinator on the event loop;
 * :mod:`odradek.shell.housekeeping`: retention, checkpoints, producer expiry.
+* :mod:`odradek.shell.clean_shutdown`: the broker epoch a clean stop leaves.
 
 On SIGTERM it stops accepting, moves its leaderships away, flushes, writes checkpoints
 and exits; a task that fails with nothing to handle it stops the node (status 1).
@@ -25,7 +26,6 @@ import asyncio
 import contextlib
 import dataclasses
 import io
-import json
 import logging
 import random
 import signal
@@ -47,6 +47,7 @@ from odradek.raft.disk_log import DiskRaftLog, metadata_log_directory
 from odradek.raft.quorum_file import QuorumStateFile
 from odradek.shell import controller_service
 from odradek.shell.broker_lifecycle import BrokerLifecycle
+from odradek.shell.clean_shutdown import CleanShutdownFile
 from odradek.shell.clock import monotonic_ms, now_ms, steady_ms
 from odradek.shell.connection_limits import broker_listener_name
 from odradek.shell.connections import Connections
@@ -71,7 +72,7 @@ from odradek.shell.record_check import RecordCheckThread
 from odradek.shell.replication import ReplicationService
 from odradek.shell.scrub import Scrubber
 from odradek.shell.supervisor import Supervisor
-from odradek.storage.fs import FileSystem, join, write_file_atomically
+from odradek.storage.fs import FileSystem
 from odradek.storage.log import LogConfig
 from odradek.storage.log_dir import LogDir
 
@@ -80,7 +81,6 @@ log = logging.getLogger("odradek.node")
 CONTROLLED_SHUTDOWN_TIMEOUT_S = 10.0
 # How long a broker whose log dir failed waits for the controller to hear of it.
 LOG_DIR_FAILURE_REPORT_TIMEOUT_S = 10.0
-CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +137,7 @@ class Node:
         self.replication: ReplicationService | None = None
         self.hosting: Hosting | None = None
         self.housekeeping: Housekeeping | None = None
+        self.clean_shutdown: CleanShutdownFile | None = None
         self._server: asyncio.Server | None = None
         self._controller_server: asyncio.Server | None = None
         self._lifecycle_task: asyncio.Task[None] | None = None
@@ -363,20 +364,6 @@ class Node:
             ),
         )
 
-    def _take_clean_shutdown_epoch(self) -> int:
-        """The broker epoch a clean stop left in the log dir (Kafka's clean shutdown
-        file), removed now so that a crash later does not claim a clean stop."""
-        path = join(self.config.log_dir, CLEAN_SHUTDOWN_FILE)
-        if not self.fs.exists(path):
-            return -1
-        try:
-            epoch = int(json.loads(self.fs.read_file(path))["brokerEpoch"])
-        except (ValueError, KeyError, TypeError):
-            epoch = -1
-        self.fs.remove(path)
-        self.fs.fsync_dir(self.config.log_dir)
-        return epoch
-
     def _previous_broker_epoch(self) -> int:
         """The broker epoch of this broker's previous process, which the controller then
         lets this one replace at once (BrokerRegistration's previous_broker_epoch).
@@ -388,7 +375,8 @@ class Node:
         (Another process under the same id on another dir is not claimed: its session
         keeps DUPLICATE_BROKER_REGISTRATION protecting it.)
         """
-        clean = self._take_clean_shutdown_epoch()
+        assert self.clean_shutdown is not None
+        clean = self.clean_shutdown.take_epoch()
         if clean >= 0:
             return clean
         assert self.log_dir is not None
@@ -400,12 +388,8 @@ class Node:
     def _write_clean_shutdown_epoch(self) -> None:
         if self.lifecycle is None or self.lifecycle.broker_epoch < 0:
             return
-        document = {"version": 0, "brokerEpoch": self.lifecycle.broker_epoch}
-        write_file_atomically(
-            self.fs,
-            join(self.config.log_dir, CLEAN_SHUTDOWN_FILE),
-            json.dumps(document).encode(),
-        )
+        assert self.clean_shutdown is not None
+        self.clean_shutdown.write(self.lifecycle.broker_epoch)
 
     def _controller_address(self) -> tuple[str, int] | None:
         if self.quorum is None or self.quorum.raft.leader is None:
@@ -441,7 +425,8 @@ class Node:
         cfg = self.config
         assert self.raft_log is not None and self.quorum is not None
         files_limit = raise_open_files_limit()
-        clean = self.fs.exists(join(cfg.log_dir, CLEAN_SHUTDOWN_FILE))
+        self.clean_shutdown = CleanShutdownFile(self.fs, cfg.log_dir)
+        clean = self.clean_shutdown.exists()
         opening = now_ms()
         self.log_dir = LogDir.open(
             self.fs,
