@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from odradek.shell.node import IdleWatch
+from odradek.shell.connections import IdleWatch
 
 
 class FakeLoop:

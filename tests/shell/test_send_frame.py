@@ -10,7 +10,7 @@ import struct
 from pathlib import Path
 
 from odradek.protocol.primitives import Records
-from odradek.shell.node import send_frame
+from odradek.shell.connections import send_frame
 from odradek.shell.real_fs import RealFileSystem
 from odradek.storage.segment import FileRange
 

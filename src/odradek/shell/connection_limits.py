@@ -438,7 +438,7 @@ class PartialFrameWatch:
     reading from the connection) does not count.
 
     One timer per connection, re-armed only when it fires early, as
-    :class:`~odradek.shell.node.IdleWatch` does.
+    :class:`~odradek.shell.connections.IdleWatch` does.
     """
 
     def __init__(
