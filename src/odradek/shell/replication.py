@@ -1,7 +1,11 @@
 """Partition replication on a broker: roles, acks=all waiters, fetchers, ISR changes.
 
-This module drives the pure replication cores (:mod:`odradek.replication.leader`,
-:mod:`odradek.replication.follower`) for every partition the node hosts:
+This module carries out, over sockets and files, what the pure replication cores
+decide for every partition the node hosts: the per-partition rules of
+:mod:`odradek.replication.leader` and :mod:`odradek.replication.follower`, and the
+broker-wide decisions of :class:`~odradek.replication.replica_manager.ReplicaManager`
+(which Fetch to send to each leader, what its answer means, which ISR changes to send),
+the class the replication simulator drives too:
 
 * :meth:`ReplicationService.assign` gives each hosted partition its role from the
   metadata image (a ``PartitionLeader`` for the leader of a leader epoch, a
@@ -14,6 +18,10 @@ This module drives the pure replication cores (:mod:`odradek.replication.leader`
   diverging epoch, and, with flush-before-ack, flushes before it asks again, so that the
   offset it reports is durable here;
 * an ISR ticker sends the leaders' AlterPartition proposals to the active controller.
+
+What it needs from the rest of the node comes through two protocols, one per
+direction: :class:`ReplicaStorage` (flushes, waking readers) and
+:class:`ControllerChannel` (this broker's epoch, the active controller, loss reports).
 """
 
 from __future__ import annotations
@@ -22,7 +30,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from odradek.broker.config import ServerConfig
 from odradek.broker.partition import LocalPartition, LogEpochs, registration_of
@@ -57,11 +66,73 @@ from odradek.shell.supervisor import Supervisor
 
 log = logging.getLogger("odradek.replication")
 
-__all__ = ["ALTER_PARTITION_VERSION", "FETCH_VERSION", "ReplicationService"]
+__all__ = [
+    "ALTER_PARTITION_VERSION",
+    "FETCH_VERSION",
+    "ControllerChannel",
+    "NodeControllerChannel",
+    "NodeStorage",
+    "ReplicaStorage",
+    "ReplicationService",
+]
 
 ISR_TICK_S = 0.2
 ISR_RETRY_MS = 500
 FETCHER_IDLE_S = 0.05
+
+Key = tuple[str, int]
+
+
+class ReplicaStorage(Protocol):
+    """What replication asks of this node's storage and readers."""
+
+    def await_flush(self, offsets: dict[Key, int]) -> Awaitable[frozenset[Key]]:
+        """Flush each partition's log up to its offset (group commit); the partitions
+        whose flush failed (their logs are offline now)."""
+        ...
+
+    def wake_readers(self, key: Key) -> None:
+        """A partition's high watermark moved: wake the fetches waiting on it."""
+        ...
+
+
+class ControllerChannel(Protocol):
+    """What replication asks of this broker's registration and its way to the active
+    controller."""
+
+    def broker_epoch(self) -> int:
+        """This broker's epoch, -1 before it is registered."""
+        ...
+
+    def controller_address(self) -> tuple[str, int] | None:
+        """Where the active controller listens, None when none is known."""
+        ...
+
+    def report_loss(self, report: LossReport) -> asyncio.Event | None:
+        """Send the controller a loss report for its record of unclean elections; an
+        event set once it is recorded (None: nobody to report to, nothing to wait for)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStorage:
+    """A :class:`ReplicaStorage` of the node's own functions."""
+
+    await_flush: Callable[[dict[Key, int]], Awaitable[frozenset[Key]]]
+    wake_readers: Callable[[Key], None]
+
+
+def _no_report(report: LossReport) -> asyncio.Event | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeControllerChannel:
+    """A :class:`ControllerChannel` of the node's own functions."""
+
+    broker_epoch: Callable[[], int]
+    controller_address: Callable[[], tuple[str, int] | None]
+    report_loss: Callable[[LossReport], asyncio.Event | None] = _no_report
 
 
 class ReplicationService:
@@ -69,11 +140,8 @@ class ReplicationService:
         self,
         state: BrokerState,
         server: ServerConfig,
-        await_flush: Callable[[dict[tuple[str, int], int]], Awaitable[frozenset[tuple[str, int]]]],
-        broker_epoch: Callable[[], int],
-        controller_address: Callable[[], tuple[str, int] | None],
-        wake_readers: Callable[[tuple[str, int]], None],
-        report_loss: Callable[[LossReport], asyncio.Event | None] = lambda report: None,
+        storage: ReplicaStorage,
+        controller: ControllerChannel,
         supervisor: Supervisor | None = None,
     ) -> None:
         self.state = state
@@ -83,16 +151,16 @@ class ReplicationService:
         self.supervisor = supervisor or Supervisor(_unsupervised)
         # The controller adds these to the topic's record of unclean elections; the
         # event is set once it has (None: nobody to report to, nothing to wait for).
-        self.report_loss = report_loss
+        self.report_loss = controller.report_loss
         # Partitions that dropped records and wait, before fetching again, for the
         # controller to record the loss: a replica back in the ISR means the record
         # of what its partition gave up is complete.
         self._loss_unrecorded: dict[tuple[str, int], asyncio.Event] = {}
         self.server = server
-        self.await_flush = await_flush
-        self.broker_epoch = broker_epoch
-        self.controller_address = controller_address
-        self.wake_readers = wake_readers
+        self.await_flush = storage.await_flush
+        self.broker_epoch = controller.broker_epoch
+        self.controller_address = controller.controller_address
+        self.wake_readers = storage.wake_readers
         self.node_id = state.settings.node_id
         self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[int]]]] = {}
         self._fetchers: dict[int, asyncio.Task[None]] = {}
