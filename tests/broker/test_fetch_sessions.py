@@ -20,7 +20,7 @@ from odradek.protocol.messages.fetch_request import (
     ReplicaState,
 )
 from odradek.shell.clock import monotonic_ms
-from odradek.shell.replication import ReplicationService
+from odradek.shell.replication import NodeControllerChannel, NodeStorage, ReplicationService
 from tests.broker.harness import Harness, batch, header, new_harness
 
 VERSION = 16  # topic ids
@@ -240,7 +240,10 @@ def test_a_follower_in_a_session_stays_caught_up_while_it_names_nothing() -> Non
         h.register_broker(FOLLOWER)
         topic_id = h.add_topic("t", [[h.node_id, FOLLOWER]] * 2)
         service = ReplicationService(
-            h.state, h.server, _flushed, lambda: 1, lambda: None, lambda key: None
+            h.state,
+            h.server,
+            NodeStorage(_flushed, lambda key: None),
+            NodeControllerChannel(lambda: 1, lambda: None),
         )
         partitions = h.image.topics_by_name["t"].partitions
         for index in (0, 1):
@@ -268,7 +271,10 @@ def _leader_with_follower(partitions: int = 2) -> tuple[Harness, uuid.UUID, Any]
     h.register_broker(FOLLOWER)
     topic_id = h.add_topic("t", [[h.node_id, FOLLOWER]] * partitions)
     service = ReplicationService(
-        h.state, h.server, _flushed, lambda: 1, lambda: None, lambda k: None
+        h.state,
+        h.server,
+        NodeStorage(_flushed, lambda k: None),
+        NodeControllerChannel(lambda: 1, lambda: None),
     )
     images = h.image.topics_by_name["t"].partitions
     for index in range(partitions):

@@ -13,7 +13,7 @@ from odradek.broker.fetch import handle_fetch
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import FetchRequest
 from odradek.protocol.messages.fetch_request import FetchPartition, FetchTopic, ReplicaState
-from odradek.shell.replication import ReplicationService
+from odradek.shell.replication import NodeControllerChannel, NodeStorage, ReplicationService
 from tests.broker.harness import Harness, header, new_harness
 from tests.broker.test_fetch_sessions import answer
 
@@ -56,7 +56,10 @@ def test_only_the_registered_follower_moves_the_high_watermark() -> None:
         h.register_broker(STRANGER)
         topic_id = h.add_topic("t", [[h.node_id, FOLLOWER]])
         service = ReplicationService(
-            h.state, h.server, _flushed, lambda: 1, lambda: None, lambda key: None
+            h.state,
+            h.server,
+            NodeStorage(_flushed, lambda key: None),
+            NodeControllerChannel(lambda: 1, lambda: None),
         )
         partition = h.partition("t", 0)
         service.new_role(partition, h.image.topics_by_name["t"].partitions[0], 0)

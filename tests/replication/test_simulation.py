@@ -3,8 +3,9 @@
 
 Every seed picks its scenario (``SCENARIOS[seed % 2]``: a swarm of faults, or Jepsen's
 Kafka 0.8 case step by step) and, swarm style, which faults are on and how often. The
-production leader/follower cores and the production controller run under a faulty
-network, crashes that lose unflushed data, pauses and slow links; invariants are checked
+production replica manager, leader/follower cores, fetch path (``broker/fetch.py``,
+``broker/replica_fetch.py``), storage engine on ``SimDisk`` and controller run under a
+faulty network, crashes that lose unflushed data, pauses and slow links; invariants are checked
 after every event and the final read is judged like Jepsen's. A failure names its seed
 and the command that replays it::
 
@@ -26,6 +27,7 @@ import os
 
 import pytest
 
+from odradek.broker import replica_fetch
 from odradek.testing.produce_history import ProduceHistory, check
 from odradek.testing.replication_sim import SCENARIOS, SimulationFailure, run_simulation
 
@@ -33,6 +35,8 @@ CI_SEEDS = 300
 SEEDS_ENV = "ODRADEK_REPL_SIM_SEEDS"
 UNSAFE_SEEDS = range(20)
 
+# Found before the simulator ran the shipped fetch path and storage (ADR 0020): since
+# then these seeds give other histories; they stay in every sweep.
 REGRESSIONS = {
     373: "a follower whose unused epoch sat at its log end backed off forever (follower.py)",
     758: "the same, from another path to an epoch led without appends",
@@ -84,7 +88,7 @@ def test_the_unsafe_configuration_loses_acknowledged_records() -> None:
     assert lost > 0
 
 
-ROLES_BEFORE_REGISTRATION_SEEDS = (79, 126, 184, 252)
+ROLES_BEFORE_REGISTRATION_SEEDS = (6, 24, 44, 98)
 
 
 def test_roles_taken_before_the_registration_lose_committed_records() -> None:
@@ -104,6 +108,15 @@ def test_roles_taken_before_the_registration_lose_committed_records() -> None:
         assert sim.results and all(r.valid for r in sim.results.values())
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "since the simulator runs the shipped fetch path and storage (ADR 0020) no seed "
+        "has shown this history: none of mix seeds 0..1199 or seed000 seeds 0..599, and "
+        "none of some 1,700 truncations right after a pause timed to a diverging answer "
+        "dropped a committed record; strict, so that a seed showing it again fails here"
+    ),
+)
 def test_a_paused_follower_outside_the_isr_may_act_on_a_stale_response() -> None:
     """Mix seed 151: a follower paused with a response of an older epoch's leader in hand
     truncates records committed meanwhile when it resumes. It is in neither the ISR nor
@@ -143,6 +156,27 @@ def test_a_seed_replays_exactly() -> None:
     assert (first.events, first.now, first.stats) == (second.events, second.now, second.stats)
     assert first.histories == second.histories
     assert first.committed == second.committed
+
+
+FETCH_PATH_FAULT_SEEDS = range(1, 4)
+
+
+def test_a_fault_in_the_shipped_fetch_path_fails_the_simulation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The leader's side of every replica fetch is the one that ships
+    (``broker/replica_fetch.py``, through ``broker/fetch.py``): a leader that no longer
+    finds a follower's divergence lets the follower keep an old leader's records under
+    the new leader's, and the invariants catch it on these seeds, which pass as
+    shipped."""
+    monkeypatch.setattr(replica_fetch, "diverging_epoch", lambda log, offset, epoch: None)
+    for seed in FETCH_PATH_FAULT_SEEDS:
+        with pytest.raises(SimulationFailure, match=r"committed|differs from leader"):
+            run_simulation(seed)
+    monkeypatch.undo()
+    for seed in FETCH_PATH_FAULT_SEEDS:
+        sim = run_simulation(seed)
+        assert sim.results and all(r.valid for r in sim.results.values())
 
 
 # -- the checker itself

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from odradek.protocol.error_codes import ErrorCode
-from odradek.shell.replication import ReplicationService
+from odradek.shell.replication import NodeControllerChannel, NodeStorage, ReplicationService
 from tests.broker.harness import new_harness
 
 FOLLOWER = 2
@@ -23,7 +23,10 @@ def test_a_produce_the_replicas_do_not_confirm_in_time_gets_request_timed_out() 
         h.register_broker(FOLLOWER)
         h.add_topic("t", [[h.node_id, FOLLOWER]] * 2)
         service = ReplicationService(
-            h.state, h.server, _flushed, lambda: 1, lambda: None, lambda key: None
+            h.state,
+            h.server,
+            NodeStorage(_flushed, lambda key: None),
+            NodeControllerChannel(lambda: 1, lambda: None),
         )
         images = h.image.topics_by_name["t"].partitions
         for index in (0, 1):

@@ -13,7 +13,7 @@ from odradek.protocol.messages import FetchResponse
 from odradek.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
 from odradek.protocol.record_batch import Record, encode_batch
 from odradek.shell.clock import monotonic_ms
-from odradek.shell.replication import ReplicationService
+from odradek.shell.replication import NodeControllerChannel, NodeStorage, ReplicationService
 from odradek.shell.supervisor import Supervisor
 from tests.broker.harness import new_harness
 
@@ -38,7 +38,10 @@ def test_bad_records_and_disk_errors_touch_only_their_partition() -> None:
         h.register_broker(LEADER)
         topic_id = h.add_topic("t", [[LEADER, h.node_id]] * 3)
         service = ReplicationService(
-            h.state, h.server, _flushed, lambda: 1, lambda: None, lambda key: None
+            h.state,
+            h.server,
+            NodeStorage(_flushed, lambda key: None),
+            NodeControllerChannel(lambda: 1, lambda: None),
         )
         images = h.image.topics_by_name["t"].partitions
         for index in (0, 1, 2):
@@ -90,10 +93,8 @@ def test_a_fetcher_that_fails_on_a_bug_is_fatal_not_silent() -> None:
         service = ReplicationService(
             h.state,
             h.server,
-            _flushed,
-            lambda: 1,
-            lambda: None,
-            lambda key: None,
+            NodeStorage(_flushed, lambda key: None),
+            NodeControllerChannel(lambda: 1, lambda: None),
             supervisor=Supervisor(lambda name, error: fatal.append(name)),
         )
 
@@ -117,7 +118,10 @@ def test_a_log_gone_offline_takes_a_new_leader_epoch_without_failing_the_node() 
         h = new_harness()
         h.add_topic("t", [[h.node_id]] * 2)
         service = ReplicationService(
-            h.state, h.server, _flushed, lambda: 1, lambda: None, lambda key: None
+            h.state,
+            h.server,
+            NodeStorage(_flushed, lambda key: None),
+            NodeControllerChannel(lambda: 1, lambda: None),
         )
         broken = h.partition("t", 0)
         broken.log.offline = "scrub: corrupt batch in 00000000000000000000.log at position 0"

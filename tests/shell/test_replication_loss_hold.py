@@ -9,7 +9,7 @@ import asyncio
 from odradek.controller.unclean_history import LossReport
 from odradek.protocol.messages.fetch_response import PartitionData
 from odradek.replication.follower import FollowerAction, FollowerDecision
-from odradek.shell.replication import ReplicationService
+from odradek.shell.replication import NodeControllerChannel, NodeStorage, ReplicationService
 from tests.broker.harness import new_harness
 
 LEADER = 2
@@ -32,7 +32,10 @@ def test_a_replica_that_dropped_records_waits_for_its_report_before_fetching_aga
             return recorded
 
         service = ReplicationService(
-            h.state, h.server, _flushed, lambda: 1, lambda: None, lambda key: None, report_loss
+            h.state,
+            h.server,
+            NodeStorage(_flushed, lambda key: None),
+            NodeControllerChannel(lambda: 1, lambda: None, report_loss),
         )
         partitions = h.image.topics_by_name["t"].partitions
         for index in (0, 1):

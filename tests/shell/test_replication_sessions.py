@@ -10,7 +10,7 @@ from odradek.protocol.messages import FetchResponse
 from odradek.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
 from odradek.replication.fetch_session import Answer, FetchSessionHandler
 from odradek.shell.clock import monotonic_ms
-from odradek.shell.replication import ReplicationService
+from odradek.shell.replication import NodeControllerChannel, NodeStorage, ReplicationService
 from tests.broker.harness import new_harness
 
 LEADER = 2
@@ -27,7 +27,10 @@ def test_the_fetcher_names_only_what_moved_and_refetches_what_was_left_out() -> 
         h.register_broker(LEADER)
         topic_id = h.add_topic("t", [[LEADER, h.node_id], [LEADER, h.node_id]])
         service = ReplicationService(
-            h.state, h.server, _flushed, lambda: 1, lambda: None, lambda key: None
+            h.state,
+            h.server,
+            NodeStorage(_flushed, lambda key: None),
+            NodeControllerChannel(lambda: 1, lambda: None),
         )
         partitions = h.image.topics_by_name["t"].partitions
         for index in (0, 1):

@@ -69,7 +69,7 @@ from odradek.shell.peer_client import PeerPool, bind_outgoing_connections
 from odradek.shell.quorum import QuorumConfig, QuorumDriver
 from odradek.shell.real_fs import RealFileSystem
 from odradek.shell.record_check import RecordCheckThread
-from odradek.shell.replication import ReplicationService
+from odradek.shell.replication import NodeControllerChannel, NodeStorage, ReplicationService
 from odradek.shell.scrub import Scrubber
 from odradek.shell.supervisor import Supervisor
 from odradek.storage.fs import FileSystem
@@ -472,11 +472,12 @@ class Node:
         self.replication = ReplicationService(
             self.state,
             cfg.server,
-            self.group_commit.await_flush,
-            lambda: self.lifecycle.broker_epoch if self.lifecycle is not None else -1,
-            self._controller_address,
-            self._wake_readers,
-            lambda report: self.lifecycle.report_loss(report) if self.lifecycle else None,
+            NodeStorage(self.group_commit.await_flush, self._wake_readers),
+            NodeControllerChannel(
+                lambda: self.lifecycle.broker_epoch if self.lifecycle is not None else -1,
+                self._controller_address,
+                lambda report: self.lifecycle.report_loss(report) if self.lifecycle else None,
+            ),
             self.supervisor,
         )
         self.effects.replication = self.replication

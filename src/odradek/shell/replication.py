@@ -1,7 +1,11 @@
 """Partition replication on a broker: roles, acks=all waiters, fetchers, ISR changes.
 
-This module drives the pure replication cores (:mod:`odradek.replication.leader`,
-:mod:`odradek.replication.follower`) for every partition the node hosts:
+This module carries out, over sockets and files, what the pure replication cores
+decide for every partition the node hosts: the per-partition rules of
+:mod:`odradek.replication.leader` and :mod:`odradek.replication.follower`, and the
+broker-wide decisions of :class:`~odradek.replication.replica_manager.ReplicaManager`
+(which Fetch to send to each leader, what its answer means, which ISR changes to send),
+the class the replication simulator drives too:
 
 * :meth:`ReplicationService.assign` gives each hosted partition its role from the
   metadata image (a ``PartitionLeader`` for the leader of a leader epoch, a
@@ -14,6 +18,10 @@ This module drives the pure replication cores (:mod:`odradek.replication.leader`
   diverging epoch, and, with flush-before-ack, flushes before it asks again, so that the
   offset it reports is durable here;
 * an ISR ticker sends the leaders' AlterPartition proposals to the active controller.
+
+What it needs from the rest of the node comes through two protocols, one per
+direction: :class:`ReplicaStorage` (flushes, waking readers) and
+:class:`ControllerChannel` (this broker's epoch, the active controller, loss reports).
 """
 
 from __future__ import annotations
@@ -22,7 +30,8 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from odradek.broker.partition import LocalPartition, LogEpochs, registration_of
 from odradek.broker.server_config import ServerConfig
@@ -32,20 +41,9 @@ from odradek.controller.image import CONFIG_RESOURCE_BROKER, PartitionImage
 from odradek.controller.unclean_history import LossReport, truncation_loss
 from odradek.core.errors import LogOfflineError, RemoteProtocolError
 from odradek.protocol.error_codes import ErrorCode
-from odradek.protocol.messages import AlterPartitionRequest, FetchRequest
-from odradek.protocol.messages import alter_partition_request as apr
-from odradek.protocol.messages import fetch_request as fq
-from odradek.protocol.messages.alter_partition_response import (
-    PartitionData as AlterPartitionResponsePartition,
-)
+from odradek.protocol.messages import AlterPartitionResponse, FetchRequest
 from odradek.protocol.messages.fetch_response import PartitionData as FetchResponsePartition
-from odradek.replication.fetch_session import (
-    Answer,
-    FetchSessionHandler,
-    PartitionKey,
-    Position,
-    SessionRequest,
-)
+from odradek.replication.fetch_session import Answer, FetchSessionHandler, SessionRequest
 from odradek.replication.follower import (
     FollowerAction,
     FollowerDecision,
@@ -53,11 +51,13 @@ from odradek.replication.follower import (
     FollowerRegistrationAction,
     PartitionFollower,
 )
-from odradek.replication.leader import (
-    AlterPartitionAction,
-    IsrProposal,
-    PartitionLeader,
-    RegistrationAction,
+from odradek.replication.leader import PartitionLeader, RegistrationAction
+from odradek.replication.replica_manager import (
+    ALTER_PARTITION_VERSION,
+    FETCH_VERSION,
+    AlterPartitionSend,
+    FetchedPartition,
+    ReplicaManager,
 )
 from odradek.replication.throttle import FOLLOWER_REPLICATION_THROTTLED_RATE, ReplicationThrottle
 from odradek.shell.clock import monotonic_ms, now_ms
@@ -66,11 +66,73 @@ from odradek.shell.supervisor import Supervisor
 
 log = logging.getLogger("odradek.replication")
 
-FETCH_VERSION = 16
-ALTER_PARTITION_VERSION = 3
+__all__ = [
+    "ALTER_PARTITION_VERSION",
+    "FETCH_VERSION",
+    "ControllerChannel",
+    "NodeControllerChannel",
+    "NodeStorage",
+    "ReplicaStorage",
+    "ReplicationService",
+]
+
 ISR_TICK_S = 0.2
 ISR_RETRY_MS = 500
 FETCHER_IDLE_S = 0.05
+
+Key = tuple[str, int]
+
+
+class ReplicaStorage(Protocol):
+    """What replication asks of this node's storage and readers."""
+
+    def await_flush(self, offsets: dict[Key, int]) -> Awaitable[frozenset[Key]]:
+        """Flush each partition's log up to its offset (group commit); the partitions
+        whose flush failed (their logs are offline now)."""
+        ...
+
+    def wake_readers(self, key: Key) -> None:
+        """A partition's high watermark moved: wake the fetches waiting on it."""
+        ...
+
+
+class ControllerChannel(Protocol):
+    """What replication asks of this broker's registration and its way to the active
+    controller."""
+
+    def broker_epoch(self) -> int:
+        """This broker's epoch, -1 before it is registered."""
+        ...
+
+    def controller_address(self) -> tuple[str, int] | None:
+        """Where the active controller listens, None when none is known."""
+        ...
+
+    def report_loss(self, report: LossReport) -> asyncio.Event | None:
+        """Send the controller a loss report for its record of unclean elections; an
+        event set once it is recorded (None: nobody to report to, nothing to wait for)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStorage:
+    """A :class:`ReplicaStorage` of the node's own functions."""
+
+    await_flush: Callable[[dict[Key, int]], Awaitable[frozenset[Key]]]
+    wake_readers: Callable[[Key], None]
+
+
+def _no_report(report: LossReport) -> asyncio.Event | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class NodeControllerChannel:
+    """A :class:`ControllerChannel` of the node's own functions."""
+
+    broker_epoch: Callable[[], int]
+    controller_address: Callable[[], tuple[str, int] | None]
+    report_loss: Callable[[LossReport], asyncio.Event | None] = _no_report
 
 
 class ReplicationService:
@@ -78,11 +140,8 @@ class ReplicationService:
         self,
         state: BrokerState,
         server: ServerConfig,
-        await_flush: Callable[[dict[tuple[str, int], int]], Awaitable[frozenset[tuple[str, int]]]],
-        broker_epoch: Callable[[], int],
-        controller_address: Callable[[], tuple[str, int] | None],
-        wake_readers: Callable[[tuple[str, int]], None],
-        report_loss: Callable[[LossReport], asyncio.Event | None] = lambda report: None,
+        storage: ReplicaStorage,
+        controller: ControllerChannel,
         supervisor: Supervisor | None = None,
     ) -> None:
         self.state = state
@@ -92,30 +151,35 @@ class ReplicationService:
         self.supervisor = supervisor or Supervisor(_unsupervised)
         # The controller adds these to the topic's record of unclean elections; the
         # event is set once it has (None: nobody to report to, nothing to wait for).
-        self.report_loss = report_loss
+        self.report_loss = controller.report_loss
         # Partitions that dropped records and wait, before fetching again, for the
         # controller to record the loss: a replica back in the ISR means the record
         # of what its partition gave up is complete.
         self._loss_unrecorded: dict[tuple[str, int], asyncio.Event] = {}
         self.server = server
-        self.await_flush = await_flush
-        self.broker_epoch = broker_epoch
-        self.controller_address = controller_address
-        self.wake_readers = wake_readers
+        self.await_flush = storage.await_flush
+        self.broker_epoch = controller.broker_epoch
+        self.controller_address = controller.controller_address
+        self.wake_readers = storage.wake_readers
         self.node_id = state.settings.node_id
         self._waiters: dict[tuple[str, int], list[tuple[int, asyncio.Future[int]]]] = {}
         self._fetchers: dict[int, asyncio.Task[None]] = {}
-        # One incremental fetch session (KIP-227) per leader fetched from.
-        self._sessions: dict[int, FetchSessionHandler] = {}
+        # The decisions: what to fetch from whom, what an answer means, which ISR
+        # changes to send; this class carries them out over sockets and files.
+        self.manager: ReplicaManager[LocalPartition] = ReplicaManager(
+            self.node_id,
+            state.partitions,
+            fetch_wait_max_ms=server.replica_fetch_wait_max_ms,
+            fetch_max_bytes=server.replica_fetch_max_bytes,
+            isr_retry_ms=ISR_RETRY_MS,
+            now_ms=monotonic_ms(),
+        )
         # Fetches long-poll: ISR changes get connections of their own, not queued behind.
         self._peers = {
             "fetch": PeerPool(f"replica-{self.node_id}-fetch"),
             "isr": PeerPool(f"replica-{self.node_id}-isr"),
         }
-        self._isr_retry: dict[tuple[str, int], tuple[IsrProposal, int]] = {}
         self._isr_task: asyncio.Task[None] | None = None
-        # One budget for every fetcher: the throttle bounds this broker's catch-up total.
-        self.throttle = ReplicationThrottle(monotonic_ms())
         state.replication_changed = self.replication_changed
 
     # ------------------------------------------------------------------ roles
@@ -254,13 +318,6 @@ class ReplicationService:
                 f"fetcher-{leader_id}", self._fetch_from(leader_id)
             )
 
-    def _followed_from(self, leader_id: int) -> list[LocalPartition]:
-        return [
-            p
-            for p in self.state.partitions.values()
-            if p.follower_state is not None and p.follower_state.leader_id == leader_id
-        ]
-
     def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
         broker = self.state.image.brokers.get(broker_id)
         if broker is None or not broker.endpoints:
@@ -270,40 +327,37 @@ class ReplicationService:
     def _peer(self, address: tuple[str, int], purpose: str) -> PeerConnection:
         return self._peers[purpose].get(address)
 
+    @property
+    def throttle(self) -> ReplicationThrottle:
+        return self.manager.throttle
+
     async def _fetch_from(self, leader_id: int) -> None:
         """Pull every partition this node follows from ``leader_id``, forever."""
-        wait_ms = self.server.replica_fetch_wait_max_ms
-        max_bytes = self.server.replica_fetch_max_bytes
+        manager = self.manager
         while True:
             now = monotonic_ms()
             throttled = self._throttled_partitions(now)
-            fetches = self.next_fetches(leader_id, now, throttled)
+            plan = manager.next_fetch(
+                leader_id, now, self.broker_epoch(), throttled, self._awaits_loss_record
+            )
             address = self._broker_address(leader_id)
-            if not fetches or address is None or self.broker_epoch() < 0:
-                for partition, fetch in fetches.values():
-                    assert partition.follower_state is not None
-                    partition.follower_state.on_fetch_failed(fetch, now)
+            if plan is None or address is None or self.broker_epoch() < 0:
+                if plan is not None:
+                    manager.abandon(plan, now)
                 await asyncio.sleep(FETCHER_IDLE_S)
                 continue
-            session = self._sessions.setdefault(leader_id, FetchSessionHandler())
-            request, asked = self._fetch_request(fetches, wait_ms, max_bytes, throttled, session)
+            wait_ms = plan.request.max_wait_ms
             try:
                 response = await self._peer(address, "fetch").request(
-                    request, FETCH_VERSION, (wait_ms + 30_000) / 1000
+                    plan.request, FETCH_VERSION, (wait_ms + 30_000) / 1000
                 )
             except (PeerUnavailable, TimeoutError) as e:
                 log.debug("fetch from broker %d failed: %s", leader_id, e)
-                session.on_failure()
-                for partition, fetch in fetches.values():
-                    assert partition.follower_state is not None
-                    partition.follower_state.on_fetch_failed(fetch, monotonic_ms())
+                manager.on_fetch_failed(plan, monotonic_ms())
                 await asyncio.sleep(FETCHER_IDLE_S)
                 continue
-            answer = session.on_answer(asked, response.error_code, response.session_id)
-            charged = _records_bytes(response, fetches.keys() & throttled, self.state)
-            if charged:
-                self.throttle.charge(charged, monotonic_ms())
-            flush_offsets = self._apply_fetch(fetches, response, answer)
+            fetched = manager.on_fetch_response(plan, response, monotonic_ms())
+            flush_offsets = self._carry_out_all(fetched)
             if flush_offsets:
                 # The next fetch reports these offsets to the leader, which counts them
                 # towards the high watermark: they must be durable here first. A partition
@@ -314,24 +368,9 @@ class ReplicationService:
     def next_fetches(
         self, leader_id: int, now: int, throttled: set[tuple[str, int]]
     ) -> dict[tuple[str, int], tuple[LocalPartition, FollowerFetch]]:
-        """What the next fetch from ``leader_id`` asks for: every followed partition
-        whose follower wants a fetch, but none whose log is offline here (its log end
-        may not be durable: reporting it would let the high watermark pass records this
-        replica may not have), none that waits for its loss report to be recorded, and
-        no throttled one once the catch-up budget is spent."""
-        fetches: dict[tuple[str, int], tuple[LocalPartition, FollowerFetch]] = {}
-        for partition in self._followed_from(leader_id):
-            assert partition.follower_state is not None
-            if partition.log.offline is not None:
-                continue
-            if self._awaits_loss_record(partition.key):
-                continue
-            if partition.key in throttled and not self.throttle.allows(now):
-                continue  # the catch-up budget is spent: the others go on alone
-            fetch = partition.follower_state.next_fetch(now)
-            if fetch is not None:
-                fetches[partition.key] = (partition, fetch)
-        return fetches
+        """What the next fetch from ``leader_id`` asks for (``ReplicaManager.next_fetches``),
+        holding back every partition that waits for its loss report to be recorded."""
+        return self.manager.next_fetches(leader_id, now, throttled, self._awaits_loss_record)
 
     def _awaits_loss_record(self, key: tuple[str, int]) -> bool:
         recorded = self._loss_unrecorded.get(key)
@@ -372,48 +411,10 @@ class ReplicationService:
         throttled: set[tuple[str, int]],
         session: FetchSessionHandler,
     ) -> tuple[FetchRequest, SessionRequest]:
-        """The Fetch for ``fetches`` in ``session`` (the leader's): an incremental one when
-        the session allows, naming only what moved; else a full one."""
-        wanted: dict[PartitionKey, Position] = {}
-        for partition, fetch in fetches.values():
-            limited = partition.key in throttled
-            wanted[(partition.topic_id, partition.index)] = (
-                fetch.current_leader_epoch,
-                fetch.fetch_offset,
-                fetch.last_fetched_epoch,
-                self.throttle.max_bytes(max_bytes) if limited else max_bytes,
-            )
-        asked = session.build(wanted)
-        topics: dict[Any, list[fq.FetchPartition]] = {}
-        for (topic_id, index), (epoch, offset, last_epoch, limit) in asked.send.items():
-            topics.setdefault(topic_id, []).append(
-                fq.FetchPartition(
-                    partition=index,
-                    current_leader_epoch=epoch,
-                    fetch_offset=offset,
-                    last_fetched_epoch=last_epoch,
-                    log_start_offset=-1,
-                    partition_max_bytes=limit,
-                )
-            )
-        forgotten: dict[Any, list[int]] = {}
-        for topic_id, index in asked.forget:
-            forgotten.setdefault(topic_id, []).append(index)
-        request = FetchRequest(
-            replica_state=fq.ReplicaState(
-                replica_id=self.node_id, replica_epoch=self.broker_epoch()
-            ),
-            max_wait_ms=wait_ms,
-            min_bytes=1,
-            max_bytes=10 * max_bytes,
-            session_id=asked.session_id,
-            session_epoch=asked.session_epoch,
-            topics=[fq.FetchTopic(topic_id=t, partitions=ps) for t, ps in topics.items()],
-            forgotten_topics_data=[
-                fq.ForgottenTopic(topic_id=t, partitions=ps) for t, ps in forgotten.items()
-            ],
+        """The Fetch for ``fetches`` in ``session`` (``ReplicaManager.fetch_request``)."""
+        return self.manager.fetch_request(
+            fetches, self.broker_epoch(), session, throttled, wait_ms=wait_ms, max_bytes=max_bytes
         )
-        return request, asked
 
     def _apply_fetch(
         self,
@@ -423,32 +424,29 @@ class ReplicationService:
     ) -> dict[tuple[str, int], int]:
         """Carry out each partition's decision; the offsets to flush before the next fetch.
         ``answer`` says what a partition left out of the response means."""
+        return self._carry_out_all(
+            self.manager.apply_fetch(fetches, response, answer, monotonic_ms())
+        )
+
+    def _carry_out_all(
+        self, fetched: list[FetchedPartition[LocalPartition]]
+    ) -> dict[tuple[str, int], int]:
+        """Carry out the log actions of one answer; the offsets to flush before the next
+        fetch."""
         now = monotonic_ms()
-        by_key: dict[tuple[str, int], Any] = {}
-        for topic in response.responses:
-            found = self.state.image.topics_by_id.get(topic.topic_id)
-            if found is None:
-                continue
-            for data in topic.partitions:
-                by_key[(found.name, data.partition_index)] = data
         flush: dict[tuple[str, int], int] = {}
-        for key, (partition, fetch) in fetches.items():
-            follower = partition.follower_state
-            if follower is None or self.state.partitions.get(key) is not partition:
-                continue  # the role changed while the fetch was out
-            data = by_key.get(key)
-            if data is None:
-                if answer is Answer.FULL:
-                    follower.on_fetch_failed(fetch, now)
-                else:
-                    follower.on_fetch_unchanged(fetch)
-                continue
-            if response.error_code != ErrorCode.NONE and data.error_code == ErrorCode.NONE:
-                data.error_code = response.error_code
-            high_watermark = follower.high_watermark
-            decision = follower.on_fetch_response(fetch, data, now)
+        for item in fetched:
+            partition, follower = item.partition, item.follower
             try:
-                self._carry_out(partition, follower, decision, data, now, flush, high_watermark)
+                self._carry_out(
+                    partition,
+                    follower,
+                    item.decision,
+                    item.data,
+                    now,
+                    flush,
+                    item.high_watermark_before,
+                )
             except LogOfflineError as e:
                 # The log dir's failure handling takes it from here; this fetcher goes on
                 # with the partitions that still work.
@@ -462,10 +460,10 @@ class ReplicationService:
                     partition.topic,
                     partition.index,
                     follower.leader_id,
-                    fetch.fetch_offset,
+                    item.fetch.fetch_offset,
                     e,
                 )
-                follower.on_fetch_failed(fetch, now)
+                self.manager.on_append_failed(follower, item.fetch, now)
         return flush
 
     def _carry_out(
@@ -495,7 +493,7 @@ class ReplicationService:
                 )
                 log_.append_as_follower(memoryview(raw), wall)
                 partition.on_replicated(raw)
-            follower.update_high_watermark(data.high_watermark)
+            self.manager.on_appended(follower, data)
             if partition.flush_before_ack and log_.recovery_point < log_.log_end_offset:
                 flush[partition.key] = log_.log_end_offset
         elif action is FollowerAction.TRUNCATE:
@@ -542,8 +540,6 @@ class ReplicationService:
                 decision.offset, wall, f"replication: {decision.reason}"
             )
             partition.producers.truncate_fully()
-        elif action is FollowerAction.LIST_LEADER_OFFSETS:
-            follower.on_leader_offsets_failed(now)
 
     # ------------------------------------------------------------------ ISR changes
 
@@ -551,102 +547,52 @@ class ReplicationService:
         """Send the leaders' ISR changes (AlterPartition) to the active controller."""
         while True:
             await asyncio.sleep(ISR_TICK_S)
-            now = monotonic_ms()
             ineligible = {
                 b.broker_id
                 for b in self.state.image.brokers.values()
                 if b.fenced or b.in_controlled_shutdown
             }
-            for key, partition in list(self.state.partitions.items()):
-                leader = partition.leader_state
-                if leader is None or leader.is_obsolete:
-                    continue
-                retry = self._isr_retry.get(key)
-                if retry is not None:
-                    proposal, retry_at = retry
-                    if now < retry_at or leader.pending_proposal != proposal:
-                        if leader.pending_proposal != proposal:
-                            del self._isr_retry[key]
-                        continue
-                    del self._isr_retry[key]
-                else:
-                    # KIP-903: only fetches made under a follower's current registration
-                    # count; a position from before its restart may be gone.
-                    stale = {
-                        r
-                        for r in leader.replicas
-                        if partition.follower_broker_epochs.get(r) != self._epoch_of(r)
-                    }
-                    found = leader.isr_change(now, ineligible | stale)
-                    if found is None:
-                        continue
-                    proposal = found
-                    log.info(
-                        "%s-%d: proposing ISR %s (added %s, removed %s; log end %d, high "
-                        "watermark %d, followers %s)",
-                        partition.topic,
-                        partition.index,
-                        list(proposal.new_isr),
-                        list(proposal.added),
-                        list(proposal.removed),
-                        leader.log_end_offset,
-                        leader.high_watermark,
-                        {
-                            r: (f.log_end_offset, now - f.last_caught_up_time_ms)
-                            for r in leader.replicas
-                            if (f := leader.follower_state(r)) is not None
-                        },
-                    )
-                await self._send_alter_partition(partition, leader, proposal)
+            for send in self.manager.isr_tick(
+                monotonic_ms(), self.broker_epoch(), ineligible, self._epoch_of
+            ):
+                if not send.retry:
+                    self._log_proposal(send)
+                await self._send_alter_partition(send)
 
-    async def _send_alter_partition(
-        self, partition: LocalPartition, leader: PartitionLeader, proposal: IsrProposal
-    ) -> None:
+    def _log_proposal(self, send: AlterPartitionSend[LocalPartition]) -> None:
+        partition, leader, proposal = send.partition, send.leader, send.proposal
+        now = monotonic_ms()
+        log.info(
+            "%s-%d: proposing ISR %s (added %s, removed %s; log end %d, high "
+            "watermark %d, followers %s)",
+            partition.topic,
+            partition.index,
+            list(proposal.new_isr),
+            list(proposal.added),
+            list(proposal.removed),
+            leader.log_end_offset,
+            leader.high_watermark,
+            {
+                r: (f.log_end_offset, now - f.last_caught_up_time_ms)
+                for r in leader.replicas
+                if (f := leader.follower_state(r)) is not None
+            },
+        )
+
+    async def _send_alter_partition(self, send: AlterPartitionSend[LocalPartition]) -> None:
         address = self.controller_address()
-        answer: AlterPartitionResponsePartition
+        answer: AlterPartitionResponse | ErrorCode
         if address is None:
-            answer = AlterPartitionResponsePartition(error_code=ErrorCode.NOT_CONTROLLER)
+            answer = ErrorCode.NOT_CONTROLLER
         else:
-            request = AlterPartitionRequest(
-                broker_id=self.node_id,
-                broker_epoch=self.broker_epoch(),
-                topics=[
-                    apr.TopicData(
-                        topic_id=partition.topic_id,
-                        partitions=[
-                            apr.PartitionData(
-                                partition_index=partition.index,
-                                leader_epoch=proposal.leader_epoch,
-                                new_isr_with_epochs=[
-                                    apr.BrokerState(
-                                        broker_id=b,
-                                        broker_epoch=(
-                                            self.broker_epoch()
-                                            if b == self.node_id
-                                            else partition.follower_broker_epochs.get(b, -1)
-                                        ),
-                                    )
-                                    for b in proposal.new_isr
-                                ],
-                                leader_recovery_state=0,
-                                partition_epoch=proposal.partition_epoch,
-                            )
-                        ],
-                    )
-                ],
-            )
             try:
-                response = await self._peer(address, "isr").request(
-                    request, ALTER_PARTITION_VERSION, 10.0
+                answer = await self._peer(address, "isr").request(
+                    send.request, ALTER_PARTITION_VERSION, 10.0
                 )
-                answer = _partition_answer(response)
             except (PeerUnavailable, TimeoutError):
-                answer = AlterPartitionResponsePartition(error_code=ErrorCode.REQUEST_TIMED_OUT)
-        outcome = leader.on_alter_partition_result(proposal, answer)
-        if outcome.action is AlterPartitionAction.RETRY:
-            self._isr_retry[partition.key] = (proposal, monotonic_ms() + ISR_RETRY_MS)
-        if outcome.change.recheck_acks:
-            self.replication_changed(partition.key)
+                answer = ErrorCode.REQUEST_TIMED_OUT
+        if self.manager.on_alter_partition_result(send, answer, monotonic_ms()):
+            self.replication_changed(send.partition.key)
 
     def _epoch_of(self, broker_id: int) -> int:
         broker = self.state.image.brokers.get(broker_id)
@@ -677,30 +623,3 @@ async def wait_all(futures: list[asyncio.Future[Any]]) -> None:
 def _unsupervised(name: str, error: BaseException) -> None:
     """Without the node's supervisor (tests): a failed fetcher is logged, loudly."""
     log.critical("task %s failed: %r", name, error)
-
-
-def _records_bytes(response: Any, keys: set[tuple[str, int]], state: BrokerState) -> int:
-    """The record bytes a fetch response brought for the partitions ``keys``."""
-    if not keys:
-        return 0
-    total = 0
-    for topic in response.responses:
-        found = state.image.topics_by_id.get(topic.topic_id)
-        if found is None:
-            continue
-        for data in topic.partitions:
-            if (found.name, data.partition_index) in keys and data.records is not None:
-                total += len(data.records)
-    return total
-
-
-def _partition_answer(response: Any) -> AlterPartitionResponsePartition:
-    if response.error_code != ErrorCode.NONE or not response.topics:
-        return AlterPartitionResponsePartition(
-            error_code=response.error_code or ErrorCode.UNKNOWN_SERVER_ERROR
-        )
-    partitions = response.topics[0].partitions
-    if not partitions:
-        return AlterPartitionResponsePartition(error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
-    answer: AlterPartitionResponsePartition = partitions[0]
-    return answer

@@ -1,5 +1,6 @@
-"""The deterministic simulator of partition replication: production replication and
-controller cores, simulated brokers, network, disks, clients and faults.
+"""The deterministic simulator of partition replication: the production replica
+manager, fetch path, storage engine and controller on simulated brokers, network,
+disks, clients and faults.
 
 One thread, one priority queue of events ordered by (time ms, sequence number), one
 ``random.Random(seed)`` from which every choice and every child generator is drawn.
@@ -20,22 +21,33 @@ What is modelled
   then a new :class:`QuorumControllerState` takes over the same log with every broker
   session started afresh, as a newly elected controller does. The *network* to the
   controller is as faulty as any other link.
-* **Brokers** (1..3 or 1..5): each drives ``PartitionLeader`` / ``PartitionFollower`` the
-  way their module docstrings (and ``shell/replication.py``) prescribe: produce with
-  ``check_produce``/``on_append``/``on_flush`` and acks=all waiters; the follower fetch
-  loop (``next_fetch``, the leader's epoch and diverging-epoch checks, then
-  ``on_follower_fetch``; append, truncate, back off; flush before the next fetch);
-  ISR changes by ``isr_change`` with KIP-903's broker-epoch filter, sent as real
-  ``AlterPartitionRequest`` v3 values to the controller, resent after a backoff on
-  ``RETRY``; roles from the broker's own metadata image, which it learns by polling
-  the controller's log (so it lags, and not at all while cut off). A broker
-  registers, heartbeats with its applied metadata offset, and builds replica roles only
-  once its image has caught up to its own registration (as Kafka's broker does).
-* **Disk**: a replica's log is a list of single-record batches ``(leader epoch, value)``
-  with a leader-epoch cache (storage's ``LeaderEpochCache``) and a flushed offset. A
-  crash keeps the flushed prefix (and, if the seed says so, a random part of the rest)
-  and the high-watermark checkpoint. Flushes happen a random few ms after appends
-  (group commit); a follower flushes before it fetches again.
+* **Brokers** (1..3 or 1..5): each is the production code without its sockets, as
+  TigerBeetle runs its replica on simulated I/O. A broker has a
+  :class:`~odradek.broker.state.BrokerState` whose partitions are
+  :class:`~odradek.broker.partition.LocalPartition` values with the production roles
+  (``PartitionLeader`` / ``PartitionFollower``, built as ``shell/replication.py``
+  builds them), and a :class:`~odradek.replication.replica_manager.ReplicaManager`,
+  the class the shell drives: it decides each Fetch (one per leader, one in flight,
+  in an incremental fetch session), what the answer means (append, truncate, back
+  off), and the ISR changes (``isr_tick``, with KIP-903's broker-epoch filter, resent
+  after a backoff on ``RETRY``), sent as real ``AlterPartitionRequest`` v3 values to
+  the controller. A leader answers a follower's Fetch with the shipped handler
+  (``broker/fetch.py`` and ``broker/replica_fetch.py``: fetch sessions, the
+  quiet-partition fast path, the registered-follower and diverging-epoch checks, and
+  the long poll, which waits ``FETCH_WAIT_MS`` or until new data). Fetch requests and
+  responses travel encoded at v16. Produce uses ``check_produce``/``on_append``/
+  ``on_flush`` and acks=all waiters; a follower flushes before it fetches again. Roles
+  come from the broker's own metadata image, which it learns by polling the
+  controller's log (so it lags, and not at all while cut off). A broker registers,
+  heartbeats with its applied metadata offset, and builds replica roles only once its
+  image has caught up to its own registration (as Kafka's broker does).
+* **Disk**: each broker has a :class:`~odradek.testing.sim_disk.SimDisk`, and each
+  replica's log is a real :class:`~odradek.storage.log.PartitionLog` on it (small
+  segments, so that runs roll them), one record per batch. Flushes happen a random few
+  ms after appends (group commit). A crash is SimDisk's power loss: each file keeps
+  its durable content, all it was given, or a prefix of it (a torn write), and the
+  log is opened again with recovery; the high-watermark checkpoint survives. The checks
+  read each log's records back from its files after every change (``Replica.sync``).
 * **Network** (:mod:`odradek.testing.sim_network`): per-link delay, drop, duplicate,
   reorder between all brokers and the controller; partitions of any shape; slow links.
   A request without an answer times out. Clients are not partitioned from brokers
@@ -98,36 +110,35 @@ import heapq
 import random
 import uuid
 from collections import Counter, deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from odradek.broker.partition import may_take_roles, registration_of
+from odradek.broker.effects import AwaitData, Outcome, Reply
+from odradek.broker.fetch import handle_fetch
+from odradek.broker.partition import (
+    LocalPartition,
+    LogEpochs,
+    load_producer_state,
+    registration_of,
+)
+from odradek.broker.state import BrokerSettings, BrokerState
 from odradek.controller.controller import QuorumControllerState
 from odradek.controller.elections import unclean_leader_elections
 from odradek.controller.elr import min_insync_replicas
 from odradek.controller.image import CONFIG_RESOURCE_TOPIC, NO_LEADER, MetadataImage
+from odradek.protocol.api import RequestHeader
 from odradek.protocol.error_codes import ErrorCode
-from odradek.protocol.messages.alter_partition_request import (
+from odradek.protocol.messages import (
     AlterPartitionRequest,
-    BrokerState,
-)
-from odradek.protocol.messages.alter_partition_request import (
-    PartitionData as AlterPartitionData,
-)
-from odradek.protocol.messages.alter_partition_request import TopicData as AlterTopicData
-from odradek.protocol.messages.alter_partition_response import (
     AlterPartitionResponse,
-)
-from odradek.protocol.messages.alter_partition_response import (
-    PartitionData as AlterPartitionAnswer,
+    FetchRequest,
+    FetchResponse,
 )
 from odradek.protocol.messages.broker_heartbeat_request import BrokerHeartbeatRequest
 from odradek.protocol.messages.broker_registration_request import (
     BrokerRegistrationRequest,
     Listener,
 )
-from odradek.protocol.messages.fetch_response import EpochEndOffset
-from odradek.protocol.messages.fetch_response import PartitionData as FetchAnswer
 from odradek.protocol.metadata import (
     ConfigRecord,
     PartitionChangeRecord,
@@ -136,20 +147,37 @@ from odradek.protocol.metadata import (
 )
 from odradek.replication.follower import (
     FollowerAction,
-    FollowerFetch,
     FollowerRegistrationAction,
     PartitionFollower,
 )
 from odradek.replication.leader import (
-    AlterPartitionAction,
-    IsrProposal,
     PartitionLeader,
     PartitionRegistration,
     RegistrationAction,
-    diverging_epoch,
 )
-from odradek.storage.leader_epoch import LeaderEpochCache
+from odradek.replication.replica_manager import (
+    FETCH_VERSION,
+    AlterPartitionSend,
+    FetchPlan,
+    ReplicaManager,
+)
+from odradek.storage.log import PartitionLog
 from odradek.testing.produce_history import CheckResult, ProduceHistory, check
+from odradek.testing.sim_broker import (
+    LOG_CONFIG,
+    TOPIC,
+    Broker,
+    MetadataFetch,
+    ParkedFetch,
+    Produce,
+    Replica,
+    Request,
+    Response,
+    Wire,
+    log_dir,
+    record_batch,
+)
+from odradek.testing.sim_disk import SimDisk
 from odradek.testing.sim_network import Faults, SimNetwork
 
 __all__ = [
@@ -164,7 +192,6 @@ SCENARIOS = ("mix", "seed000")
 
 CONTROLLER = 0
 CLUSTER_ID = "b2RyYWRlay1yZXBsaWNhdGlvbg"
-TOPIC = "t"
 TOPIC_ID = uuid.UUID(int=0x0D8AD3C)
 REPLICATION_FACTOR = 3
 
@@ -173,8 +200,8 @@ HEARTBEAT_MS = 100  # broker.heartbeat.interval.ms, scaled down with the session
 REQUEST_TIMEOUT_MS = 400
 REGISTRATION_BACKOFF_MS = 200
 ISR_RETRY_MS = 100
-FETCH_IDLE_MS = 40  # an empty fetch stands for a long poll of this length
-FETCH_MAX_RECORDS = 20
+FETCH_WAIT_MS = 40  # replica.fetch.wait.max.ms: how long a leader holds an empty fetch
+FETCH_MAX_BYTES = 2048  # replica.fetch.max.bytes: some 25 batches of one record
 REPLICA_FETCH_BACKOFF_MS = 100
 PRODUCE_TIMEOUT_MS = 1500
 CLIENT_DELAY_MS = (1, 4)
@@ -209,7 +236,9 @@ class Config:
     session_timeout_ms: int
     metadata_interval_ms: int  # how often a broker polls the metadata log
     max_flush_delay_ms: int
-    keep_unflushed: bool  # a crash may keep part of what was not flushed
+    keep_unflushed: bool
+    """Drawn to keep every seed's other choices; unused since crashes are SimDisk's,
+    which decides per file what of the unflushed writes a crash keeps."""
 
 
 _NEMESIS = ("partition", "leader_from_followers", "from_controller", "crash", "pause", "slow")
@@ -257,168 +286,6 @@ def swarm(seed: int, scenario: str, unsafe: bool, rng: random.Random) -> Config:
         max_flush_delay_ms=rng.randint(0, 30),
         keep_unflushed=rng.random() < 0.5,
     )
-
-
-# ---------------------------------------------------------------------- disk
-
-
-class SimLog:
-    """One replica's log on one broker's disk.
-
-    ``entries[offset]`` is ``(leader epoch, value)``: one record per batch, so every
-    offset is a batch boundary and truncation never has to round. The leader-epoch
-    cache is storage's own, kept in step with every append and truncation as
-    ``PartitionLog`` keeps it. It is also the :class:`~odradek.replication.leader.EpochLog`
-    the cores read.
-    """
-
-    def __init__(self) -> None:
-        self.entries: list[tuple[int, str]] = []
-        self.epochs = LeaderEpochCache()
-        self.flushed = 0
-
-    @property
-    def log_end_offset(self) -> int:
-        return len(self.entries)
-
-    def latest_epoch(self) -> int:
-        return self.epochs.latest_epoch()
-
-    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
-        return self.epochs.end_offset_for_epoch(epoch, len(self.entries))
-
-    def append(self, epoch: int, value: str) -> None:
-        self.epochs.assign(epoch, len(self.entries))
-        self.entries.append((epoch, value))
-
-    def truncate(self, offset: int) -> None:
-        # As PartitionLog.truncate_to: at or past the end only the epoch entries that no
-        # record used are dropped (a leadership that appended nothing).
-        offset = min(offset, len(self.entries))
-        del self.entries[offset:]
-        self.epochs.truncate_from_end(offset)
-        self.flushed = min(self.flushed, offset)
-
-    def flush(self) -> None:
-        self.flushed = len(self.entries)
-
-    def crash(self, rng: random.Random, keep_unflushed: bool) -> None:
-        keep = self.flushed
-        if keep_unflushed and keep < len(self.entries):
-            keep = rng.randint(keep, len(self.entries))
-        self.truncate(keep)
-        self.flushed = keep
-
-
-# ---------------------------------------------------------------------- brokers
-
-
-@dataclass
-class Produce:
-    partition: int
-    value: str
-    state: str = "pending"  # pending, ok, fail, info
-
-
-@dataclass
-class Replica:
-    """One partition on one broker: ``log`` and ``hw_checkpoint`` are on disk and survive
-    a crash; everything else is the process's memory."""
-
-    partition: int
-    log: SimLog = field(default_factory=SimLog)
-    hw_checkpoint: int = 0
-    leader: PartitionLeader | None = None
-    follower: PartitionFollower | None = None
-    waiters: list[tuple[Produce, int]] = field(default_factory=list)
-    follower_broker_epochs: dict[int, int] = field(default_factory=dict)
-    isr_retry: tuple[IsrProposal, int] | None = None
-    flush_due_ms: int | None = None
-    fetch_at_ms: int = 0
-    last_hw: int = 0  # for the monotonic check, within this process lifetime
-    checked_upto: int = 0  # records below this were compared with the committed map
-
-    @property
-    def high_watermark(self) -> int:
-        if self.leader is not None:
-            return self.leader.high_watermark
-        if self.follower is not None:
-            return self.follower.high_watermark
-        return min(self.hw_checkpoint, self.log.log_end_offset)
-
-    def forget_process(self) -> None:
-        self.leader = self.follower = None
-        self.waiters = []
-        self.follower_broker_epochs = {}
-        self.isr_retry = None
-        self.flush_due_ms = None
-        self.fetch_at_ms = 0
-
-
-@dataclass
-class Broker:
-    broker_id: int
-    replicas: dict[int, Replica] = field(default_factory=dict)
-    alive: bool = True
-    generation: int = 0
-    paused: bool = False
-    held: list[tuple[int, Any]] = field(default_factory=list)
-    image: MetadataImage = field(default_factory=MetadataImage)
-    incarnation: uuid.UUID = field(default_factory=lambda: uuid.UUID(int=0))
-    broker_epoch: int = -1
-    registering: bool = False
-    next_registration_ms: int = 0
-    next_heartbeat_ms: int = 0
-    heartbeat_in_flight: bool = False
-    metadata_in_flight: bool = False
-    next_metadata_ms: int = 0
-    pending: dict[int, tuple[str, Any]] = field(default_factory=dict)
-    disk: int = 0  # which disk: a wipe puts in a new one (a new log directory id)
-    # What a wiped disk durably held, by partition: leaders may still count those
-    # copies (the broker acknowledged them, then its disk was replaced), so the
-    # durability invariant does too; the final read judges what was really lost.
-    phantoms: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
-
-    @property
-    def caught_up(self) -> bool:
-        """Kafka's broker starts its replicas once its metadata reaches its registration."""
-        return may_take_roles(self.image.offset, self.broker_epoch)
-
-
-# ---------------------------------------------------------------------- messages
-
-
-@dataclass(frozen=True)
-class FetchRequest:
-    partition: int
-    fetch: FollowerFetch
-    broker_epoch: int
-
-
-@dataclass(frozen=True)
-class FetchResponse:
-    partition: int
-    data: FetchAnswer
-    records: tuple[tuple[int, str], ...]
-
-
-@dataclass(frozen=True)
-class Request:
-    """A broker's request to another node; the answer names ``request_id``."""
-
-    request_id: int
-    body: Any
-
-
-@dataclass(frozen=True)
-class Response:
-    request_id: int
-    body: Any
-
-
-@dataclass(frozen=True)
-class MetadataFetch:
-    after_offset: int
 
 
 # ---------------------------------------------------------------------- the simulation
@@ -474,7 +341,7 @@ class Simulation:
         # answers; the log (committed records) survives, the sessions do not.
         self.controller_down = False
         self._create_topic()
-        self.brokers = {b: Broker(b) for b in self.broker_ids}
+        self.brokers = {b: self._new_broker(b) for b in self.broker_ids}
         # The global view the checks compare against.
         self.histories = {p: ProduceHistory() for p in range(cfg.partitions)}
         self.committed: dict[int, dict[int, tuple[int, str]]] = {
@@ -556,20 +423,68 @@ class Simulation:
         self.stats[kind] += 1
         self.trace.append((self.now, kind, text))
 
+    def _new_disk(self) -> SimDisk:
+        """A broker's disk with its (durable) log directory, as a node finds it."""
+        disk = SimDisk(random.Random(self.rng.getrandbits(64)))
+        disk.makedirs("data")
+        disk.fsync_dir("/")
+        return disk
+
+    def _new_broker(self, broker_id: int) -> Broker:
+        disk = self._new_disk()
+        state = self._broker_state(broker_id, MetadataImage())
+        return Broker(broker_id, disk, state, self._manager(broker_id, state))
+
+    def _broker_state(self, broker_id: int, image: MetadataImage) -> BrokerState:
+        """A new process's memory: the broker's state with its own fetch sessions."""
+        settings = BrokerSettings(
+            node_id=broker_id, cluster_id=CLUSTER_ID, host=f"b{broker_id}", port=9092
+        )
+        return BrokerState(settings, image, rng=random.Random(self.rng.getrandbits(64)))
+
+    def _manager(self, broker_id: int, state: BrokerState) -> ReplicaManager[LocalPartition]:
+        return ReplicaManager(
+            broker_id,
+            state.partitions,
+            fetch_wait_max_ms=FETCH_WAIT_MS,
+            fetch_max_bytes=FETCH_MAX_BYTES,
+            isr_retry_ms=ISR_RETRY_MS,
+            now_ms=self.now,
+        )
+
+    @staticmethod
+    def _local_partition(partition: int, log: PartitionLog, now_ms: int) -> LocalPartition:
+        return LocalPartition(
+            topic=TOPIC,
+            index=partition,
+            topic_id=TOPIC_ID,
+            log=log,
+            leader_epoch=-1,
+            producers=load_producer_state(log, now_ms),
+            is_leader=False,
+        )
+
     def _start(self, b: Broker) -> None:
         b.alive = True
         b.paused = False
         b.held = []
         b.generation += 1
         # The image is the one replayed from the broker's own metadata log (a wiped
-        # disk took it along: see _fault_wipe).
-        b.image = b.image.copy()
+        # disk took it along: see _fault_wipe); the rest of the process starts empty.
+        b.state = self._broker_state(b.broker_id, b.image.copy())
+        b.manager = self._manager(b.broker_id, b.state)
+        generation = b.generation
+        b.state.replication_changed = lambda key: self._replication_changed(b, generation, key)
         b.incarnation = uuid.UUID(int=self.rng.getrandbits(128))
         b.broker_epoch = -1
         b.registering = b.heartbeat_in_flight = b.metadata_in_flight = False
         b.next_registration_ms = b.next_heartbeat_ms = b.next_metadata_ms = self.now
         b.pending = {}
-        for r in b.replicas.values():
+        b.fetching = set()
+        b.parked = []
+        for p, r in sorted(b.replicas.items()):
+            r.local = self._local_partition(p, r.log, self.now)
+            b.state.partitions[(TOPIC, p)] = r.local
             r.forget_process()
             r.last_hw = r.high_watermark
             r.checked_upto = 0
@@ -691,8 +606,7 @@ class Simulation:
             return
         self._lifecycle(b)
         if self._acts(b):
-            for _, r in sorted(b.replicas.items()):
-                self._replica_tick(b, r)
+            self._broker_tick(b)
         self._check_broker(b)
 
     def _acts(self, b: Broker) -> bool:
@@ -708,7 +622,7 @@ class Simulation:
                 incarnation_id=b.incarnation,
                 listeners=[Listener("PLAINTEXT", f"b{b.broker_id}", 9092, 0)],
                 rack=None,
-                log_dirs=[uuid.UUID(int=(b.disk << 32) + 0xD000 + b.broker_id)],
+                log_dirs=[uuid.UUID(int=(b.disk_number << 32) + 0xD000 + b.broker_id)],
             )
             self._request(b, CONTROLLER, "register", None, request)
         if b.broker_epoch >= 0 and not b.heartbeat_in_flight and self.now >= b.next_heartbeat_ms:
@@ -725,96 +639,80 @@ class Simulation:
             b.next_metadata_ms = self.now + self.config.metadata_interval_ms
             self._request(b, CONTROLLER, "metadata", None, MetadataFetch(b.image.offset))
 
+    def _broker_tick(self, b: Broker) -> None:
+        for _, r in sorted(b.replicas.items()):
+            self._replica_tick(b, r)
+        self._expire_parked(b)
+        self._isr_tick(b)
+        self._fetch_tick(b)
+
     def _replica_tick(self, b: Broker, r: Replica) -> None:
         # Group commit: the flush the appends of the last few ms were waiting for.
         if r.flush_due_ms is not None and self.now >= r.flush_due_ms:
             r.flush_due_ms = None
-            r.log.flush()
+            r.log.flush(self.now)
             leader = r.leader
             if (
                 leader is not None
                 and not leader.is_obsolete
-                and r.log.flushed > leader.durable_end_offset
-                and leader.on_flush(r.log.flushed).recheck_acks
+                and r.flushed > leader.durable_end_offset
+                and leader.on_flush(r.flushed).recheck_acks
             ):
                 self._complete_waiters(r)
         r.hw_checkpoint = r.high_watermark  # Kafka checkpoints it periodically
-        if r.leader is not None and not r.leader.is_obsolete:
-            self._isr_tick(b, r, r.leader)
-        elif r.follower is not None and r.flush_due_ms is None and self.now >= r.fetch_at_ms:
-            # Flush before fetching again: the next fetch reports our log end to the
-            # leader, which counts it towards the high watermark.
-            fetch = r.follower.next_fetch(self.now)
-            if fetch is not None:
-                body = FetchRequest(r.partition, fetch, b.broker_epoch)
-                self._request(b, fetch.leader_id, "fetch", (r.follower, fetch), body)
 
-    def _isr_tick(self, b: Broker, r: Replica, leader: PartitionLeader) -> None:
-        if r.isr_retry is not None:
-            proposal, retry_at = r.isr_retry
-            if leader.pending_proposal != proposal:
-                r.isr_retry = None
-            elif self.now >= retry_at:
-                r.isr_retry = None
-                self._send_alter_partition(b, r, proposal)
-            return
+    def _isr_tick(self, b: Broker) -> None:
         ineligible = {
             broker_id
             for broker_id, broker in b.image.brokers.items()
             if broker.fenced or broker.in_controlled_shutdown
         }
-        # KIP-903: only fetches under a follower's current registration count.
-        stale = {
-            replica
-            for replica in leader.replicas
-            if r.follower_broker_epochs.get(replica) != self._epoch_in(b.image, replica)
-        }
-        found = leader.isr_change(self.now, sorted(ineligible | stale))
-        if found is not None:
-            self._note("isr proposal", f"b{b.broker_id} p{r.partition} {found}")
-            self._send_alter_partition(b, r, found)
+        for send in b.manager.isr_tick(
+            self.now, b.broker_epoch, ineligible, lambda r: self._epoch_in(b.image, r)
+        ):
+            if not send.retry:
+                self._note(
+                    "isr proposal", f"b{b.broker_id} p{send.partition.index} {send.proposal}"
+                )
+            self._request(b, CONTROLLER, "alter_partition", send, send.request)
 
     @staticmethod
     def _epoch_in(image: MetadataImage, broker_id: int) -> int:
         broker = image.brokers.get(broker_id)
         return broker.epoch if broker is not None else -1
 
-    def _send_alter_partition(self, b: Broker, r: Replica, proposal: IsrProposal) -> None:
-        def epoch_of(member: int) -> int:
-            if member == b.broker_id:
-                return b.broker_epoch
-            return r.follower_broker_epochs.get(member, -1)
-
-        request = AlterPartitionRequest(
-            broker_id=b.broker_id,
-            broker_epoch=b.broker_epoch,
-            topics=[
-                AlterTopicData(
-                    topic_id=TOPIC_ID,
-                    partitions=[
-                        AlterPartitionData(
-                            partition_index=r.partition,
-                            leader_epoch=proposal.leader_epoch,
-                            new_isr_with_epochs=[
-                                BrokerState(broker_id=m, broker_epoch=epoch_of(m))
-                                for m in proposal.new_isr
-                            ],
-                            leader_recovery_state=0,
-                            partition_epoch=proposal.partition_epoch,
-                        )
-                    ],
-                )
-            ],
+    def _fetch_tick(self, b: Broker) -> None:
+        """One fetcher per leader, one fetch in flight each, as the shell runs them. A
+        follower flushes before it fetches again: the next fetch reports its log end to
+        the leader, which counts it towards the high watermark."""
+        leaders = sorted(
+            {r.follower.leader_id for r in b.replicas.values() if r.follower is not None}
         )
-        self._request(b, CONTROLLER, "alter_partition", (r.leader, proposal, r), request)
+        for leader_id in leaders:
+            if leader_id in b.fetching or leader_id < 0:
+                continue
+            if any(
+                r.flush_due_ms is not None
+                for r in b.replicas.values()
+                if r.follower is not None and r.follower.leader_id == leader_id
+            ):
+                continue
+            plan = b.manager.next_fetch(leader_id, self.now, b.broker_epoch)
+            if plan is None:
+                continue
+            if b.broker_epoch < 0:
+                b.manager.abandon(plan, self.now)
+                continue
+            b.fetching.add(leader_id)
+            wire = Wire(plan.request.encode(FETCH_VERSION))
+            self._request(b, leader_id, "fetch", plan, wire)
 
     # -- what a broker receives
 
     def _broker_receive(self, b: Broker, src: int, message: Any) -> None:
         if isinstance(message, Request):
-            assert isinstance(message.body, FetchRequest)
-            answer = self._serve_fetch(b, src, message.body)
-            self._send(b.broker_id, src, Response(message.request_id, answer))
+            assert isinstance(message.body, Wire)
+            self._serve_fetch(b, src, message.request_id, message.body)
         elif isinstance(message, Response):
             pending = b.pending.pop(message.request_id, None)
             if pending is not None:
@@ -832,12 +730,10 @@ class Simulation:
         elif kind == "metadata":
             b.metadata_in_flight = False
         elif kind == "fetch":
-            follower, fetch = context
-            follower.on_fetch_failed(fetch, self.now)
+            b.fetching.discard(context.leader_id)
+            b.manager.on_fetch_failed(context, self.now)
         else:
-            leader, proposal, r = context
-            answer = AlterPartitionAnswer(error_code=ErrorCode.REQUEST_TIMED_OUT)
-            self._alter_partition_answer(r, leader, proposal, answer)
+            self._alter_partition_answer(b, context, ErrorCode.REQUEST_TIMED_OUT)
 
     def _response(self, b: Broker, kind: str, context: Any, body: Any) -> None:
         if kind == "register":
@@ -858,25 +754,21 @@ class Simulation:
                 if self._acts(b):
                     self._apply_image(b)
         elif kind == "fetch":
-            self._fetch_answer(b, context, body)
+            b.fetching.discard(context.leader_id)
+            self._fetch_answer(b, context, FetchResponse.decode(body.payload, FETCH_VERSION))
         else:
-            leader, proposal, r = context
-            self._alter_partition_answer(r, leader, proposal, _partition_answer(body))
+            self._alter_partition_answer(b, context, body)
 
     def _alter_partition_answer(
         self,
-        r: Replica,
-        leader: PartitionLeader,
-        proposal: IsrProposal,
-        answer: AlterPartitionAnswer,
+        b: Broker,
+        send: AlterPartitionSend[LocalPartition],
+        answer: AlterPartitionResponse | ErrorCode,
     ) -> None:
-        if r.leader is not leader:
-            return  # the role changed while the request was out
-        outcome = leader.on_alter_partition_result(proposal, answer)
-        if outcome.action is AlterPartitionAction.RETRY:
-            r.isr_retry = (proposal, self.now + ISR_RETRY_MS)
-        if outcome.change.recheck_acks:
-            self._complete_waiters(r)
+        if b.manager.on_alter_partition_result(send, answer, self.now):
+            r = b.replicas[send.partition.index]
+            if r.local is send.partition:
+                self._complete_waiters(r)
 
     # -- metadata: roles
 
@@ -885,7 +777,11 @@ class Simulation:
         for p, partition in sorted(topic.partitions.items()):
             if b.broker_id not in partition.replicas:
                 continue
-            r = b.replicas.setdefault(p, Replica(p))
+            r = b.replicas.get(p)
+            if r is None:
+                log = PartitionLog.create(b.disk, log_dir(p), LOG_CONFIG, self.now, TOPIC_ID)
+                r = b.replicas[p] = Replica(p, self._local_partition(p, log, self.now))
+                b.state.partitions[(TOPIC, p)] = r.local
             registration = registration_of(partition)
             # The old role hands its high watermark over to the new one.
             high_watermark = r.high_watermark
@@ -896,22 +792,24 @@ class Simulation:
                         self._complete_waiters(r)
                     continue
                 self._fail_waiters(r)
-                r.leader = None
+                r.local.leader_state = None
             elif r.follower is not None:
                 action = r.follower.on_registration(registration)
                 if action is not FollowerRegistrationAction.OBSOLETE:
-                    if action is FollowerRegistrationAction.APPLIED:
-                        r.fetch_at_ms = 0
                     continue
-                r.follower = None
+                r.local.follower_state = None
             self._new_role(b, r, registration, high_watermark)
 
     def _new_role(
         self, b: Broker, r: Replica, registration: PartitionRegistration, high_watermark: int
     ) -> None:
+        """As ``ReplicationService.new_role``: a new LocalPartition role for a new epoch."""
+        local = r.local
+        local.leader_epoch = registration.leader_epoch
         if registration.leader == b.broker_id:
             # The local log assigns the new epoch at its end before leading in it.
-            r.log.epochs.assign(registration.leader_epoch, r.log.log_end_offset)
+            if r.log.epochs.latest_epoch() < registration.leader_epoch:
+                r.log.assign_leader_epoch(registration.leader_epoch)
             key = (r.partition, registration.leader_epoch)
             first = self.leader_of_epoch.setdefault(key, b.broker_id)
             if first != b.broker_id:
@@ -919,30 +817,33 @@ class Simulation:
                     f"partition {r.partition} epoch {registration.leader_epoch} led by "
                     f"{first} and {b.broker_id}"
                 )
-            r.leader = PartitionLeader(
+            local.is_leader = True
+            local.leader_state = PartitionLeader(
                 replica_id=b.broker_id,
                 registration=registration,
                 log_end_offset=r.log.log_end_offset,
-                durable_end_offset=r.log.flushed,
+                durable_end_offset=r.flushed,
                 high_watermark=high_watermark,
                 min_insync_replicas=min_insync_replicas(
                     b.image.configs, TOPIC, len(registration.replicas)
                 ),
                 replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
                 now_ms=self.now,
+                flush_before_ack=local.flush_before_ack,
             )
-            r.follower_broker_epochs = {}
-            r.isr_retry = None
+            local.follower_state = None
+            local.follower_broker_epochs = {}
             self._note("leader", f"b{b.broker_id} p{r.partition} {registration}")
         else:
-            r.follower = PartitionFollower(
+            local.is_leader = False
+            local.leader_state = None
+            local.follower_state = PartitionFollower(
                 replica_id=b.broker_id,
                 registration=registration,
-                log=r.log,
+                log=LogEpochs(r.log),
                 high_watermark=high_watermark,
                 replica_fetch_backoff_ms=REPLICA_FETCH_BACKOFF_MS,
             )
-            r.fetch_at_ms = 0
 
     # -- produce
 
@@ -984,12 +885,14 @@ class Simulation:
         if error != ErrorCode.NONE:
             self._answer(produce, error, -1)
             return
-        r.log.append(leader.leader_epoch, produce.value)
+        r.log.append_as_leader(record_batch(produce.value, self.now), leader.leader_epoch, self.now)
+        r.sync()
         if r.flush_due_ms is None:
             r.flush_due_ms = self.now + self.rng.randint(0, self.config.max_flush_delay_ms)
         leader.on_append(r.log.log_end_offset)
         r.waiters.append((produce, r.log.log_end_offset))
         self._complete_waiters(r)
+        self._wake_parked(b)
 
     def _complete_waiters(self, r: Replica) -> None:
         leader = r.leader
@@ -1029,72 +932,94 @@ class Simulation:
 
     # -- replica fetch
 
-    def _serve_fetch(self, b: Broker, src: int, request: FetchRequest) -> FetchResponse:
-        """The leader's side, as ``broker/replica_fetch.py`` does it."""
-        data = FetchAnswer(partition_index=request.partition, high_watermark=-1)
-        answer = FetchResponse(request.partition, data, ())
-        fetch = request.fetch
-        r = b.replicas.get(request.partition) if self._acts(b) else None
-        leader = r.leader if r is not None else None
-        if r is None or leader is None or leader.is_obsolete:
-            data.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            return answer
-        error = leader.check_leader_epoch(fetch.current_leader_epoch)
-        if error != ErrorCode.NONE:
-            data.error_code = error
-            return answer
-        data.log_start_offset = 0
-        data.high_watermark = leader.high_watermark
-        diverged = diverging_epoch(r.log, fetch.fetch_offset, fetch.last_fetched_epoch)
-        if diverged is not None:
-            data.diverging_epoch = EpochEndOffset(epoch=diverged[0], end_offset=diverged[1])
-            return answer
-        if not 0 <= fetch.fetch_offset <= r.log.log_end_offset:
-            data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
-            return answer
-        r.follower_broker_epochs[src] = request.broker_epoch
-        change = leader.on_follower_fetch(src, fetch.fetch_offset, self.now)
-        if change.error != ErrorCode.NONE:
-            data.error_code = change.error
-            return answer
-        if change.recheck_acks:
+    def _serve_fetch(self, b: Broker, src: int, request_id: int, wire: Wire) -> None:
+        """The leader's side: the shipped Fetch handler (``broker/fetch.py`` and
+        ``broker/replica_fetch.py``, fetch sessions included) on this broker's state."""
+        request = FetchRequest.decode(wire.payload, FETCH_VERSION)
+        b.state.now_ms = b.state.monotonic_ms = self.now
+        header = RequestHeader(
+            request_api_key=FetchRequest.API_KEY,
+            request_api_version=FETCH_VERSION,
+            correlation_id=request_id,
+            client_id=f"replica-{src}",
+        )
+        self._fetch_outcome(b, src, request_id, handle_fetch(b.state, header, request))
+
+    def _fetch_outcome(self, b: Broker, src: int, request_id: int, outcome: Outcome) -> None:
+        if isinstance(outcome, Reply):
+            self._send(
+                b.broker_id, src, Response(request_id, Wire(outcome.response.encode(FETCH_VERSION)))
+            )
+            return
+        assert isinstance(outcome, AwaitData), outcome
+        b.parked.append(ParkedFetch(src, request_id, outcome))
+
+    def _replication_changed(self, b: Broker, generation: int, key: tuple[str, int]) -> None:
+        """The shell's ``replication_changed``: answer acks=all waiters, wake long polls."""
+        if b.generation != generation:
+            return
+        r = b.replicas.get(key[1])
+        if r is not None:
             self._complete_waiters(r)
-        data.high_watermark = leader.high_watermark
-        end = fetch.fetch_offset + FETCH_MAX_RECORDS
-        records = tuple(r.log.entries[fetch.fetch_offset : end])
-        return FetchResponse(request.partition, data, records)
+        self._wake_parked(b)
+
+    def _wake_parked(self, b: Broker) -> None:
+        if b.parked:
+            self._schedule(self.now, "wake_fetches", (b.broker_id, b.generation))
+
+    def _on_wake_fetches(self, broker_id: int, generation: int) -> None:
+        """New data or a new high watermark: the held fetches try again, as the shell's
+        long polls wake (those still without news go on waiting)."""
+        b = self.brokers[broker_id]
+        if not b.alive or b.generation != generation or b.paused:
+            return
+        self._retry_parked(b, timed_out=False)
+        self._check_broker(b)
+
+    def _expire_parked(self, b: Broker) -> None:
+        if any(self.now >= p.outcome.deadline_ms for p in b.parked):
+            self._retry_parked(b, timed_out=True)
+
+    def _retry_parked(self, b: Broker, timed_out: bool) -> None:
+        parked, b.parked = b.parked, []
+        b.state.now_ms = b.state.monotonic_ms = self.now
+        for held in parked:
+            expired = timed_out and self.now >= held.outcome.deadline_ms
+            outcome = held.outcome.then(expired)
+            self._fetch_outcome(b, held.src, held.request_id, outcome)
 
     def _fetch_answer(
-        self,
-        b: Broker,
-        context: tuple[PartitionFollower, FollowerFetch],
-        response: FetchResponse,
+        self, b: Broker, plan: FetchPlan[LocalPartition], response: FetchResponse
     ) -> None:
-        follower, fetch = context
-        r = b.replicas[response.partition]
-        if r.follower is not follower:
-            return  # the role changed while the fetch was out
-        decision = follower.on_fetch_response(fetch, response.data, self.now)
-        action = decision.action
-        if action is FollowerAction.APPEND:
-            for epoch, value in response.records:
-                r.log.append(epoch, value)
-            follower.update_high_watermark(response.data.high_watermark)
-            if response.records:
-                r.flush_due_ms = self.now + self.rng.randint(0, self.config.max_flush_delay_ms)
+        """The follower's side: the replica manager decides, this carries it out."""
+        for item in b.manager.on_fetch_response(plan, response, self.now):
+            r = b.replicas[item.partition.index]
+            decision = item.decision
+            action = decision.action
+            if action is FollowerAction.APPEND:
+                records = item.data.records
+                if records is not None and len(records):
+                    raw = (
+                        records
+                        if isinstance(records, bytes | bytearray | memoryview)
+                        else records.read()
+                    )
+                    r.log.append_as_follower(memoryview(raw), self.now)
+                    r.local.on_replicated(raw)
+                    r.sync()
+                    r.flush_due_ms = self.now + self.rng.randint(0, self.config.max_flush_delay_ms)
+                b.manager.on_appended(item.follower, item.data)
+            elif action is FollowerAction.TRUNCATE:
+                self._truncate(
+                    b, r, decision.offset, decision.below_high_watermark, decision.reason
+                )
             else:
-                r.fetch_at_ms = self.now + FETCH_IDLE_MS
-        elif action is FollowerAction.TRUNCATE:
-            self._truncate(b, r, decision.offset, decision.below_high_watermark, decision.reason)
-        elif action is FollowerAction.TRUNCATE_FULLY:
-            raise AssertionError(f"truncate fully without retention: {decision}")
-        elif action is FollowerAction.LIST_LEADER_OFFSETS:
-            follower.on_leader_offsets_failed(self.now)  # as the shell does, for now
+                raise AssertionError(f"truncate fully without retention: {decision}")
 
     def _truncate(self, b: Broker, r: Replica, offset: int, below_hw: bool, why: str) -> None:
         committed = self.committed[r.partition]
         dropped = [
-            o for o in range(offset, r.log.log_end_offset) if committed.get(o) == r.log.entries[o]
+            o for o in range(offset, r.log.log_end_offset) if committed.get(o) == r.entries[o]
         ]
         if dropped:
             now = self.controller_image.topics_by_name[TOPIC].partitions[r.partition]
@@ -1110,7 +1035,9 @@ class Simulation:
             self._violation(f"b{b.broker_id} p{r.partition} truncates below its hw: {why}")
             r.last_hw = min(r.last_hw, offset)
         self._note("truncate", f"b{b.broker_id} p{r.partition} to {offset}: {why}")
-        r.log.truncate(offset)
+        r.log.truncate_to(offset, self.now, f"replication: {why}")
+        r.local.on_truncated(self.now)
+        r.sync()
         r.checked_upto = min(r.checked_upto, offset)
 
     # -- faults
@@ -1172,10 +1099,17 @@ class Simulation:
         b = self.brokers[self.rng.choice(alive)]
         b.alive = False
         for _, r in sorted(b.replicas.items()):
-            lost = r.log.log_end_offset - r.log.flushed
-            r.log.crash(self.rng, self.config.keep_unflushed)
-            r.forget_process()
+            lost = r.log.log_end_offset - r.flushed
             self._note("crash", f"b{b.broker_id} p{r.partition}: {lost} unflushed")
+        # What the disk kept of the unflushed writes is SimDisk's to decide (per file:
+        # nothing, all, or a prefix, a torn write); the logs recover from what is there.
+        b.disk.crash()
+        for p, r in sorted(b.replicas.items()):
+            log = PartitionLog.open(b.disk, log_dir(p), LOG_CONFIG, self.now)
+            r.local = self._local_partition(p, log, self.now)
+            r.forget_process()
+            r.entries = []
+            r.sync()
         self._schedule(self.now + self.rng.randint(50, 2500), "restart", (b.broker_id,))
 
     def _fault_controller_failover(self) -> None:
@@ -1210,11 +1144,14 @@ class Simulation:
             return
         b = self.brokers[self.rng.choice(spare)]
         b.alive = False
-        b.disk += 1
+        b.disk_number += 1
+        b.disk = self._new_disk()
         b.image = MetadataImage()  # the metadata log was on the replaced disk too
         for p, r in sorted(b.replicas.items()):
-            b.phantoms[p] = r.log.entries[: r.log.flushed]
-            r.log = SimLog()
+            b.phantoms[p] = r.entries[: r.flushed]
+            log = PartitionLog.create(b.disk, log_dir(p), LOG_CONFIG, self.now, TOPIC_ID)
+            r.local = self._local_partition(p, log, self.now)
+            r.entries = []
             r.hw_checkpoint = 0
             r.last_hw = r.checked_upto = 0
             r.forget_process()
@@ -1240,8 +1177,8 @@ class Simulation:
                 if other_id != broker_id
                 and other_id in electable
                 and (r := other.replicas.get(p)) is not None
-                and r.log.flushed >= end
-                and r.log.entries[end - 1] == last
+                and r.flushed >= end
+                and r.entries[end - 1] == last
             )
             fewest = min(fewest, holders)
         return fewest
@@ -1343,7 +1280,7 @@ class Simulation:
                 self._violation(f"b{b.broker_id} p{r.partition} high watermark {r.last_hw} -> {hw}")
             r.last_hw = hw
             committed = self.committed[r.partition]
-            entries = r.log.entries
+            entries = r.entries
             for offset in range(r.checked_upto, min(hw, len(entries))):
                 known = committed.setdefault(offset, entries[offset])
                 if known != entries[offset]:
@@ -1378,9 +1315,9 @@ class Simulation:
             assert leader is not None and not leader.is_obsolete, (
                 f"p{p}: broker {leader_id} does not lead at the end"
             )
-            log = leader_replica.log.entries
+            log = leader_replica.entries
             for replica in self.controller_image.topics_by_name[TOPIC].partitions[p].replicas:
-                other = self.brokers[replica].replicas[p].log.entries
+                other = self.brokers[replica].replicas[p].entries
                 assert other == log, f"p{p}: replica {replica} differs from leader {leader_id}"
             assert history.acknowledged, f"p{p}: nothing acknowledged"
             read = enumerate(value for _, value in log[: leader.high_watermark])
@@ -1412,7 +1349,7 @@ class Simulation:
                 role = "leader" if r.leader else ("follower" if r.follower else "-")
                 lines.append(
                     f"    p{r.partition} {role} hw={r.high_watermark} "
-                    f"log={r.log.log_end_offset} flushed={r.log.flushed} "
+                    f"log={r.log.log_end_offset} flushed={r.flushed} "
                     f"epochs={r.log.epochs.entries()}"
                 )
         lines.append("last events:")
@@ -1425,23 +1362,12 @@ def _holds(b: Broker, partition: int, end: int, last: tuple[int, str]) -> bool:
     """Whether ``b`` durably holds ``partition``'s records up to ``end`` (ending in
     ``last``), on its disk or on the disk a wipe took from it."""
     r = b.replicas.get(partition)
-    if r is not None and r.log.flushed >= end and r.log.entries[end - 1] == last:
-        return True
+    if r is not None:
+        log = r.local.log  # read once: this runs after every event, for every broker
+        if log.recovery_point >= end and log.log_end_offset >= end and r.entries[end - 1] == last:
+            return True
     phantom = b.phantoms.get(partition, [])
     return len(phantom) >= end and phantom[end - 1] == last
-
-
-def _partition_answer(response: AlterPartitionResponse) -> AlterPartitionAnswer:
-    """The one partition's answer, or the top-level error as the shell passes it."""
-    if response.error_code != ErrorCode.NONE or not response.topics:
-        return AlterPartitionAnswer(
-            error_code=response.error_code or ErrorCode.UNKNOWN_SERVER_ERROR
-        )
-    partitions = response.topics[0].partitions
-    if not partitions:
-        return AlterPartitionAnswer(error_code=ErrorCode.UNKNOWN_SERVER_ERROR)
-    answer: AlterPartitionAnswer = partitions[0]
-    return answer
 
 
 def run_simulation(
