@@ -225,6 +225,11 @@ class GroupMachine(RuleBasedStateMachine):
         if self.d.pending:
             self.d.complete_writes(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.d._apply(self.c.unload(PARTITION, now_ms=self.d.now))
+        # Unloading first fires the timers that fell due (a rebalance that ends with the
+        # last member gone writes the empty group): those writes go to a partition this
+        # node no longer leads, so they fail, on the coordinator that emitted them.
+        if self.d.pending:
+            self.d.complete_writes(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.check_responses()
         self.d.coordinator = GroupCoordinator(
             CONFIG, rng=self.c._rng, owned_partitions=[], now_ms=self.d.now
