@@ -108,25 +108,6 @@ def test_roles_taken_before_the_registration_lose_committed_records() -> None:
         assert sim.results and all(r.valid for r in sim.results.values())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "since the simulator runs the shipped fetch path and storage (ADR 0020) no seed "
-        "has shown this history: none of mix seeds 0..1199 or seed000 seeds 0..599, and "
-        "none of some 1,700 truncations right after a pause timed to a diverging answer "
-        "dropped a committed record; strict, so that a seed showing it again fails here"
-    ),
-)
-def test_a_paused_follower_outside_the_isr_may_act_on_a_stale_response() -> None:
-    """Mix seed 151: a follower paused with a response of an older epoch's leader in hand
-    truncates records committed meanwhile when it resumes. It is in neither the ISR nor
-    the eligible replicas, so nothing relies on its copy: invariant 4 allows it, and the
-    run loses nothing."""
-    sim = run_simulation(151, "mix")
-    assert sim.stale_truncations >= 1
-    assert all(r.valid and not r.lost for r in sim.results.values())
-
-
 def test_a_broken_invariant_names_the_seed_and_the_replay_command() -> None:
     """The unsafe configuration with strict checks: the first violation stops the run."""
     with pytest.raises(SimulationFailure) as failure:
