@@ -6,7 +6,7 @@
 enter the image only by replaying metadata records, and the partitions this node is a
 replica of get a :class:`~odradek.broker.partition.LocalPartition` over a real
 :class:`~odradek.storage.log.PartitionLog` on the simulated disk, just as the shell's
-``_sync_partitions`` does. :meth:`Harness.carry` plays the shell's part for
+``Hosting.sync`` (``shell/hosting.py``) does. :meth:`Harness.carry` plays the shell's part for
 ``CommitRecords``: it frames the records as the metadata log stores them, replays them
 and follows the continuation to the reply.
 
