@@ -83,6 +83,14 @@ def test_sigkill_during_acks_all_produce_loses_nothing_acknowledged(tmp_path: Pa
             }
         )
         killed_at = 0
+
+        def kill_once_a_third_is_acknowledged() -> None:
+            nonlocal killed_at
+            if not killed_at and len(acknowledged) >= RECORDS // 3:
+                node.kill()  # mid-stream, with requests in flight
+                killed_at = len(acknowledged)
+                node.start()
+
         for i in range(RECORDS):
             while True:
                 try:
@@ -91,10 +99,12 @@ def test_sigkill_during_acks_all_produce_loses_nothing_acknowledged(tmp_path: Pa
                 except BufferError:
                     producer.poll(0.05)
             producer.poll(0)
-            if not killed_at and len(acknowledged) >= RECORDS // 3:
-                node.kill()  # mid-stream, with requests in flight
-                killed_at = len(acknowledged)
-                node.start()
+            kill_once_a_third_is_acknowledged()
+        # The producer may queue every record before a third is acknowledged (its queue
+        # holds them all): then the kill comes while the rest are still in flight.
+        while not killed_at and len(acknowledged) < RECORDS:
+            producer.poll(0.01)
+            kill_once_a_third_is_acknowledged()
         producer.flush(120)
         assert killed_at > 0
         assert len(acknowledged) > killed_at
