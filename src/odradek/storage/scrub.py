@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING
 from odradek.protocol.record_batch import BatchHeader
 from odradek.storage.checkpoint import LEADER_EPOCH_CHECKPOINT
 from odradek.storage.fs import FileHandle
-from odradek.storage.segment import LogSegment, RangeCheck, validate_range
+from odradek.storage.segment import LogSegment
+from odradek.storage.validation import RangeCheck, validate_range
 
 if TYPE_CHECKING:
     from odradek.storage.log import PartitionLog
