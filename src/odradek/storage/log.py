@@ -8,12 +8,16 @@ This is the one storage engine for every partition and for the metadata log. It 
   as follower (offsets kept, checked to continue the log);
 * reads as file ranges on batch boundaries, for ``sendfile``;
 * the leader-epoch cache and its checkpoint;
-* retention, DeleteRecords, truncation (into quarantine, never plain deletion) and
-  start-up recovery: every batch (the metadata log), or from the recovery point on
-  with the rest verified later by a throttled scrub (the partitions of a log dir, ADR
-  0016);
+* retention, DeleteRecords and truncation (into quarantine, never plain deletion);
 * the producer snapshot files of the log's directory as segments roll, are truncated
   and are deleted (their content comes from the owner's producer state).
+
+What it does once or beside the data path is in modules of its own, which take the
+log as an argument: opening and start-up recovery (:mod:`odradek.storage.recovery`:
+every batch for the metadata log, or from the recovery point on for the partitions of
+a log dir, ADR 0016), the throttled scrub of what start-up did not read
+(:mod:`odradek.storage.scrub`), and the quarantine entries that truncation and
+recovery write (:mod:`odradek.storage.quarantine`).
 
 It never decodes a record on these paths. It takes the current time as an argument and
 reaches files only through :class:`~odradek.storage.fs.FileSystem`. Any ``OSError``
@@ -26,7 +30,6 @@ from __future__ import annotations
 
 import bisect
 import errno
-import itertools
 import logging
 import uuid
 from collections.abc import Callable, Iterable
@@ -36,7 +39,6 @@ from typing import ParamSpec, TypeVar
 from odradek.core.errors import (
     CorruptLogError,
     InvalidRecordBatchError,
-    InvariantError,
     LogOfflineError,
     OffsetOutOfRangeError,
 )
@@ -47,12 +49,10 @@ from odradek.protocol.record_batch import (
     set_partition_leader_epoch,
     validate_batches,
 )
-from odradek.storage import quarantine
+from odradek.storage import quarantine, recovery, scrub
 from odradek.storage.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     PARTITION_METADATA,
-    read_leader_epoch_checkpoint,
-    read_partition_metadata,
     write_leader_epoch_checkpoint,
     write_partition_metadata,
 )
@@ -69,17 +69,13 @@ from odradek.storage.leader_epoch import LeaderEpochCache
 from odradek.storage.producer_snapshot import (
     SnapshotFields,
     delete_snapshots_after,
+    delete_snapshots_of_deleted_segments,
     encode_snapshot,
-    list_snapshots,
     snapshot_file_name,
 )
-from odradek.storage.segment import (
-    FileRange,
-    LogSegment,
-    RangeCheck,
-    SegmentCache,
-    validate_range,
-)
+from odradek.storage.recovery import CORRUPT_MARKER
+from odradek.storage.scrub import ScrubResult, ScrubTask
+from odradek.storage.segment import FileRange, LogSegment, SegmentCache
 
 log = logging.getLogger("odradek.storage")
 
@@ -87,15 +83,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
-
-CORRUPT_MARKER = ".odradek-corrupt"
-"""Written in a partition dir when corruption takes the log offline, and read at the
-next start: such a log is validated whole again (and stays offline while the damage is
-there), so that a restart never serves a corruption already found."""
-
-END_OF_LOG = 2**63 - 1
-"""A recovery point meaning "everything": after a clean stop, for a log that the
-recovery-point checkpoint does not name (a damaged checkpoint)."""
 
 _TOO_MANY_FILES = (errno.EMFILE, errno.ENFILE)
 
@@ -152,48 +139,6 @@ class AppendInfo:
     batch_count: int
     record_count: int
     size_bytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class ScrubResult:
-    check: RangeCheck
-    headers: list[BatchHeader]
-    error: OSError | None = None
-    """A read that failed: the disk is failing, the log goes offline."""
-
-
-@dataclass(frozen=True, slots=True)
-class ScrubTask:
-    """One range of a segment for the scrub: whole batches from ``start`` (a batch
-    boundary holding offset ``expected``) while they start before ``limit``.
-
-    :meth:`run` reads only through its own reference to the handle, so it may run on a
-    worker thread while the log goes on; the owner keeps retention and deletion of the
-    segment from running at the same time (the node's I/O lock), and a truncation
-    meanwhile changes the segment's generation, which drops the result.
-    """
-
-    segment: LogSegment
-    handle: FileHandle
-    generation: int
-    start: int
-    limit: int
-    size: int
-    expected: int
-
-    def run(self) -> ScrubResult:
-        headers: list[BatchHeader] = []
-        try:
-            check = validate_range(
-                self.handle, self.start, self.limit, self.size, self.expected, headers.append
-            )
-        except OSError as e:
-            return ScrubResult(RangeCheck(self.start, self.expected, None), [], e)
-        return ScrubResult(check, headers)
-
-    @property
-    def length(self) -> int:
-        return self.limit - self.start
 
 
 def partition_dir_name(topic: str, partition: int) -> str:
@@ -344,266 +289,20 @@ class PartitionLog:
         read when first used, checked where used), the leader-epoch cache below it
         comes from its checkpoint (checked against the batches where each epoch
         begins), and the scrub (:meth:`next_scrub_task`) validates the rest later. A
-        log found corrupt before (:data:`CORRUPT_MARKER`) is validated whole again.
+        log found corrupt before (:data:`~odradek.storage.recovery.CORRUPT_MARKER`) is
+        validated whole again. The steps are in :mod:`odradek.storage.recovery`.
         """
-        cache = cache if cache is not None else SegmentCache()
-        topic_id = None
-        metadata = join(directory, PARTITION_METADATA)
-        if fs.exists(metadata):
-            topic_id = read_partition_metadata(fs, metadata)
-        bases = sorted(
-            int(name[:-4])
-            for name in fs.listdir(directory)
-            if name.endswith(".log") and name[:-4].isdigit()
+        return recovery.open_log(
+            cls,
+            fs,
+            directory,
+            config,
+            now_ms,
+            recovery_point,
+            log_start_offset,
+            validate_all,
+            cache,
         )
-        for name in fs.listdir(directory):
-            # Index files without their log, and checkpoint temporaries, are leftovers.
-            if name.endswith((".index", ".timeindex", ".tmp")) and not name.startswith("."):
-                stem = name.split(".")[0]
-                if name.endswith(".tmp") or not stem.isdigit() or int(stem) not in bases:
-                    fs.remove(join(directory, name))
-        marker = join(directory, CORRUPT_MARKER)
-        found_corrupt = fs.exists(marker)
-        if found_corrupt and not validate_all:
-            log.warning(
-                "%s was found corrupt before (%s): validating every batch",
-                directory,
-                fs.read_file(marker).decode("utf-8", "replace").strip(),
-            )
-            validate_all = True
-        segments = [LogSegment.open_existing(fs, directory, b, now_ms, cache) for b in bases]
-        for segment, after in itertools.pairwise(segments):
-            # Claimed by the next file's name; validation or the scrub checks it.
-            segment.next_offset = after.base_offset
-        for segment in segments:
-            segment.index_interval_bytes = config.index_interval_bytes
-        result = cls(
-            fs, directory, config, segments, log_start_offset, LeaderEpochCache(), topic_id, cache
-        )
-        result._recover(recovery_point, now_ms, validate_all)
-        if found_corrupt and result.offline is None:
-            log.warning(
-                "%s: every batch is valid again; the corruption found before is gone", directory
-            )
-            fs.remove(marker)
-            fs.fsync_dir(directory)
-        return result
-
-    def _recovery_start(self, recovery_point: int) -> tuple[int, int, int]:
-        """Where start-up validation begins: ``(segment index, position, offset)``.
-
-        The segment holding the recovery point, from its indexed batch at or before it
-        (whose header must match the entry; otherwise from the segment's start).
-        """
-        k = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
-        segment = self.segments[k]
-        if recovery_point <= segment.base_offset:
-            return k, 0, segment.base_offset
-        index = segment.try_index()
-        if index is None:
-            return k, 0, segment.base_offset
-        position, last_offset = index.floor(recovery_point)
-        if last_offset < 0:
-            return k, 0, segment.base_offset
-        try:
-            header = next(iter(segment.headers_from(position, segment.size)), None)
-        except CorruptLogError:
-            header = None  # the entry points at no batch: validate the whole segment
-        if (
-            header is None
-            or header.last_offset != last_offset
-            or header.end > segment.size
-            or header.base_offset < segment.base_offset
-        ):
-            return k, 0, segment.base_offset
-        return k, position, header.base_offset
-
-    def _checkpointed_epochs(self, start_offset: int) -> list[tuple[int, int]] | None:
-        """The leader-epoch checkpoint's entries below ``start_offset``, if they agree
-        with the batches where each epoch begins; None otherwise (validate everything).
-        """
-        path = join(self.directory, LEADER_EPOCH_CHECKPOINT)
-        if not self.fs.exists(path):
-            return None
-        try:
-            stored = read_leader_epoch_checkpoint(self.fs, path)
-        except CorruptLogError as e:
-            log.warning("%s: %s", self.directory, e)
-            return None
-        entries = [(epoch, start) for epoch, start in stored if start < start_offset]
-        cache = LeaderEpochCache()
-        try:
-            for epoch, start in entries:
-                cache.assign(epoch, start)
-        except InvariantError:
-            return None
-        first = max(self.log_start_offset, self.segments[0].base_offset)
-        checks = [(first, cache.epoch_for_offset(first), False)]
-        checks += [(start, epoch, True) for epoch, start in cache.entries() if start > first]
-        for offset, epoch, starts_there in checks:
-            if offset >= start_offset:
-                continue
-            header = self.segments[self._segment_index(offset)]._batch_at_or_after(offset)
-            if header is None or header.base_offset > offset:
-                return None
-            batch_epoch = header.partition_leader_epoch
-            if batch_epoch >= 0 and batch_epoch != epoch:
-                return None
-            if starts_there and header.base_offset != offset:
-                return None
-        return cache.entries()
-
-    def _recover(self, recovery_point: int, now_ms: int, validate_all: bool = True) -> None:
-        if not self.segments:
-            self._add_segment(max(self.log_start_offset, 0), now_ms)
-        k, start_position, start_offset = 0, 0, self.segments[0].base_offset
-        seed: list[tuple[int, int]] = []
-        if not validate_all:
-            try:
-                k, start_position, start_offset = self._recovery_start(recovery_point)
-                checkpointed = (
-                    self._checkpointed_epochs(start_offset) if k or start_position else []
-                )
-            except CorruptLogError as e:
-                log.warning("%s: %s; validating every batch", self.directory, e)
-                checkpointed = None
-            if checkpointed is None:
-                log.warning(
-                    "%s: the leader-epoch checkpoint does not match the batches below the "
-                    "recovery point; validating every batch to rebuild it",
-                    self.directory,
-                )
-                k, start_position, start_offset = 0, 0, self.segments[0].base_offset
-            else:
-                seed = checkpointed
-        for segment in self.segments[:k]:
-            segment.unverified_end = segment.size
-            segment.verified_from_offset = segment.next_offset
-        opened = len(self.segments)
-        kept: list[LogSegment] = list(self.segments[:k])
-        transitions: list[tuple[int, int]] = []
-        validated = 0
-        for i in range(k, len(self.segments)):
-            segment = self.segments[i]
-            if kept and segment.base_offset != kept[-1].next_offset:
-                self._quarantine_segments(self.segments[i:], now_ms, "recovery: offset gap")
-                break
-            if i == k and start_position > 0:
-                segment.unverified_end = start_position
-                segment.verified_from_offset = start_offset
-                result = segment.recover(
-                    self.config.index_interval_bytes, start_position, start_offset
-                )
-            else:
-                result = segment.recover(self.config.index_interval_bytes)
-            validated += result.valid_bytes - (start_position if i == k else 0)
-            transitions += result.epochs
-            kept.append(segment)
-            if result.problem is None:
-                continue
-            # result.next_offset is the offset the bad batch should have started at: all
-            # below the recovery point was known durable, so damage there is corruption.
-            if result.next_offset < recovery_point:
-                point = "the log end" if recovery_point == END_OF_LOG else str(recovery_point)
-                self.recovery_point = recovery_point  # kept for the next checkpoint
-                self._corrupt(
-                    f"corrupt batch below the recovery point {point} in "
-                    f"{segment.log_path}: {result.problem}"
-                )
-                break
-            dropped = segment.size - result.valid_bytes
-            log.warning(
-                "recovery of %s: %s; moving %d bytes from position %d to quarantine",
-                segment.log_path,
-                result.problem,
-                dropped,
-                result.valid_bytes,
-            )
-            tail = segment.log.read(result.valid_bytes, dropped)
-            self._quarantine_bytes(
-                [tail], result.next_offset, None, now_ms, f"recovery: {result.problem}"
-            )
-            segment.cut_to(result.valid_bytes)
-            self._quarantine_segments(self.segments[i + 1 :], now_ms, "recovery: after a bad batch")
-            break
-        self.validated_bytes_at_open = validated
-        recovered = kept[k:]
-        self.segments = kept
-        self._bases = [s.base_offset for s in kept]
-        self.log_start_offset = max(self.log_start_offset, kept[0].base_offset)
-        self._rebuild_epochs(transitions, seed)
-        if self.offline is not None:
-            return
-        self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        self.active.activate()
-        # What survived the crash past the recovery point is valid; make it durable
-        # before serving it. Below the recovery point it was durable already, so a
-        # clean start syncs nothing (a partition's fsyncs are most of its start).
-        for segment in recovered:
-            # (A segment cut at a torn tail is unflushed already: the cut must last.)
-            segment.unflushed = segment.unflushed or segment.next_offset > recovery_point
-        # Segments moved to quarantine must stay gone: new batches reuse their offsets.
-        if len(kept) < opened or any(segment.unflushed for segment in self.segments):
-            self._flush_all()
-        else:
-            # Nothing past the recovery point: the log is durable to its end. A
-            # rewritten epoch checkpoint (an epoch that wrote nothing, dropped) waits
-            # for the next flush, as every checkpoint write does.
-            self.recovery_point = self.log_end_offset
-        self.last_flush_ms = now_ms
-
-    def _corrupt(self, problem: str) -> None:
-        """Corruption found: the log goes offline, with a log line naming the file and
-        position, and stays offline across restarts while the damage is there."""
-        if self.offline is None:
-            self.offline = problem
-        log.error("partition %s is offline: %s", self.directory, problem)
-        try:
-            write_file_atomically(
-                self.fs, join(self.directory, CORRUPT_MARKER), (problem + "\n").encode()
-            )
-        except OSError as e:
-            log.error("%s: cannot record the corruption: %s", self.directory, e)
-
-    def _rebuild_epochs(
-        self, transitions: list[tuple[int, int]], seed: list[tuple[int, int]] | None = None
-    ) -> None:
-        self.epochs = LeaderEpochCache(seed)
-        end = self.log_end_offset
-        for epoch, start in transitions:
-            if start >= end:
-                break
-            if epoch < self.epochs.latest_epoch():
-                log.warning(
-                    "%s: batch at offset %d has epoch %d after epoch %d; ignored",
-                    self.directory,
-                    start,
-                    epoch,
-                    self.epochs.latest_epoch(),
-                )
-                continue
-            self.epochs.assign(epoch, start)
-        self.epochs.truncate_from_end(end)
-        self.epochs.truncate_from_start(self.log_start_offset)
-        path = join(self.directory, LEADER_EPOCH_CHECKPOINT)
-        try:
-            on_disk = read_leader_epoch_checkpoint(self.fs, path)
-        except CorruptLogError:
-            on_disk = None
-        # Entries at the log end (an epoch that wrote nothing) are dropped at every load,
-        # so a file that differs only by them is not rewritten: one rename a partition
-        # is a good part of a clean start.
-        if on_disk is None or [e for e in on_disk if e[1] < end] != self.epochs.entries():
-            self._write_epochs()
-
-    def _quarantine_segments(self, segments: list[LogSegment], now_ms: int, why: str) -> None:
-        if not segments:
-            return
-        chunks = [s.log.read(0, s.log.size()) for s in segments]
-        self._quarantine_bytes(chunks, segments[0].base_offset, None, now_ms, why)
-        for s in segments:
-            s.delete()
-        self._dir_dirty = True
 
     # --- Offsets --------------------------------------------------------------------
 
@@ -825,6 +524,19 @@ class PartitionLog:
         if self.on_io_error is not None:
             self.on_io_error(self, reason)
 
+    def _corrupt(self, problem: str) -> None:
+        """Corruption found: the log goes offline, with a log line naming the file and
+        position, and stays offline across restarts while the damage is there."""
+        if self.offline is None:
+            self.offline = problem
+        log.error("partition %s is offline: %s", self.directory, problem)
+        try:
+            write_file_atomically(
+                self.fs, join(self.directory, CORRUPT_MARKER), (problem + "\n").encode()
+            )
+        except OSError as e:
+            log.error("%s: cannot record the corruption: %s", self.directory, e)
+
     def take_offline(self, reason: str) -> None:
         """Serve nothing more: the log dir this log lives in failed."""
         if self.offline is None:
@@ -960,42 +672,21 @@ class PartitionLog:
         reason: str,
         headers: list[BatchHeader] | None = None,
     ) -> None:
-        size = sum(len(c) for c in chunks)
-        if size == 0:
-            return
-        if headers is None:
-            headers = []
-        end = headers[-1].next_offset if headers else start_offset
-        sequence = len(quarantine.entries(self.fs, self.directory))
-        manifest = quarantine.QuarantineManifest(
-            name=f"{now_ms:015d}-{start_offset:020d}-{sequence:04d}",
-            when_ms=now_ms,
-            reason=reason,
-            leader_epoch=-1 if leader_epoch is None else leader_epoch,
-            start_offset=start_offset,
-            end_offset=end,
-            batch_count=len(headers),
-            record_count=sum(h.records_count for h in headers),
-            size_bytes=size,
-        )
-        evicted = quarantine.add(
-            self.fs, self.directory, chunks, manifest, self.config.quarantine_max_bytes
-        )
-        log.warning(
-            "%s: moved %d bytes (offsets %d..%d) to quarantine: %s",
+        # The entry is written by the quarantine module; the alarm stays on the log,
+        # where the broker reads it with the log's other state.
+        alarm = quarantine.move_aside(
+            self.fs,
             self.directory,
-            size,
+            chunks,
             start_offset,
-            end,
+            leader_epoch,
+            now_ms,
             reason,
+            headers,
+            self.config.quarantine_max_bytes,
         )
-        if evicted:
-            self.quarantine_alarm = (
-                f"quarantine over quarantine.max.bytes={self.config.quarantine_max_bytes}: "
-                f"dropped {len(evicted)} oldest entries "
-                f"({sum(e.size_bytes for e in evicted)} bytes)"
-            )
-            log.error("%s: %s", self.directory, self.quarantine_alarm)
+        if alarm is not None:
+            self.quarantine_alarm = alarm
 
     # --- Retention and DeleteRecords -----------------------------------------------
 
@@ -1041,20 +732,10 @@ class PartitionLog:
                 self.log_start_offset = self.segments[0].base_offset
             if self.epochs.truncate_from_start(self.log_start_offset):
                 self._write_epochs()
-            self._delete_old_snapshots()
+            delete_snapshots_of_deleted_segments(
+                self.fs, self.directory, self.segments[0].base_offset
+            )
         return deleted
-
-    def _delete_old_snapshots(self) -> None:
-        """Producer snapshots of deleted segments go (Kafka deletes each deleted
-        segment's snapshot); the newest stays, whatever its offset, as it is the state
-        the next load starts from."""
-        snapshots = list_snapshots(self.fs, self.directory)
-        first = self.segments[0].base_offset
-        doomed = [s for s in snapshots[:-1] if s.offset < first]
-        for snapshot in doomed:
-            self.fs.remove(snapshot.path)
-        if doomed:
-            self.fs.fsync_dir(self.directory)
 
     # --- Housekeeping ---------------------------------------------------------------
 
@@ -1098,128 +779,21 @@ class PartitionLog:
             for handle in staged:
                 handle.close()
 
-    # --- The scrub (ADR 0016) -------------------------------------------------------
+    # --- The scrub (ADR 0016; its steps are in storage/scrub.py) ----------------------
 
     def scrub_pending_bytes(self) -> int:
         """Bytes not validated at start that the scrub has still to read."""
-        if self.offline is not None:
-            return 0
-        return sum(s.unverified_end - s.scrubbed_to for s in self.segments)
+        return scrub.pending_bytes(self)
 
     @_guarded
     def next_scrub_task(self, max_bytes: int) -> ScrubTask | None:
-        """The next range of at most ``max_bytes`` (whole batches, at least one) to
-        validate, oldest first; None when nothing is left. Run it anywhere (a thread),
-        then hand the result to :meth:`finish_scrub` on the owner's thread."""
-        for segment in self.segments:
-            if segment.scrubbed_to < segment.unverified_end:
-                start = segment.scrubbed_to
-                return ScrubTask(
-                    segment=segment,
-                    handle=segment.log,
-                    generation=segment.generation,
-                    start=start,
-                    limit=min(segment.unverified_end, start + max(max_bytes, 1)),
-                    size=segment.size,
-                    expected=segment.scrub_expected,
-                )
-        return None
+        """The next range for the scrub: :func:`odradek.storage.scrub.next_task`."""
+        return scrub.next_task(self, max_bytes)
 
     @_guarded
     def finish_scrub(self, task: ScrubTask, result: ScrubResult) -> None:
-        """Record a scrub result: progress, or corruption (the log goes offline, with
-        the file and position). A result read while the segment changed (truncated,
-        deleted) is dropped; a problem is read again here before it is believed."""
-        segment = task.segment
-        if (
-            segment.deleted
-            or segment.generation != task.generation
-            or self._segment_index(segment.base_offset) >= len(self.segments)
-            or self.segments[self._segment_index(segment.base_offset)] is not segment
-        ):
-            return
-        if result.error is not None:
-            raise result.error
-        if result.check.problem is not None:
-            # On this thread nothing changes the file while it is read again.
-            again = task.run()
-            if again.error is not None:
-                raise again.error
-            if again.check.problem is not None:
-                self._corrupt(f"scrub: corrupt batch in {segment.log_path}: {again.check.problem}")
-                return
-            result = again
-        check = result.check
-        end = check.position
-        if end > segment.unverified_end or (
-            end == segment.unverified_end and check.next_offset != segment.verified_from_offset
-        ):
-            self._corrupt(
-                f"scrub: {segment.log_path} at position {end}: the batches below the "
-                f"recovery point end at offset {check.next_offset}, the next batch starts "
-                f"at {segment.verified_from_offset}"
-            )
-            return
-        for h in result.headers:
-            if h.partition_leader_epoch < 0 or h.next_offset <= self.log_start_offset:
-                continue
-            cached = self.epochs.epoch_for_offset(max(h.base_offset, self.log_start_offset))
-            if cached != h.partition_leader_epoch:
-                self._corrupt(
-                    f"scrub: the batch at position {h.position} of {segment.log_path} "
-                    f"(offset {h.base_offset}) has leader epoch {h.partition_leader_epoch}, "
-                    f"the leader-epoch checkpoint says {cached}; remove "
-                    f"{LEADER_EPOCH_CHECKPOINT} to rebuild it from the batches at the "
-                    "next start"
-                )
-                return
-        self._check_indexes(segment, task, result)
-        segment.scrubbed_to = end
-        segment.scrub_expected = check.next_offset
-        if end == segment.unverified_end:
-            whole = segment.unverified_end == segment.size
-            segment.unverified_end = segment.scrubbed_to = 0
-            running = segment.scrub_max_timestamp
-            # Below the recovery point only part of the segment was unread: its largest
-            # timestamp is then the larger of the two parts'.
-            if whole or running > segment.max_timestamp:
-                segment.max_timestamp = running
-
-    def _check_indexes(self, segment: LogSegment, task: ScrubTask, result: ScrubResult) -> None:
-        """The index entries in the scrubbed range must name batch boundaries and, for
-        the time index, the largest timestamp so far; a stale index is rebuilt."""
-        running = segment.scrub_max_timestamp if task.start else -1
-        largest_at: dict[int, int] = {}
-        boundaries: dict[int, int] = {}
-        for h in result.headers:
-            running = max(running, h.max_timestamp)
-            largest_at[h.last_offset] = running
-            boundaries[h.position] = h.last_offset
-        segment.scrub_max_timestamp = running
-        if not result.headers:
-            return
-        stale = next(
-            (
-                f"offset index entry ({last}, {position})"
-                for last, position in segment.index.entries_between(
-                    task.start, result.check.position
-                )
-                if boundaries.get(position) != last
-            ),
-            None,
-        )
-        if stale is None:
-            first, last = result.headers[0].base_offset, result.headers[-1].last_offset
-            stale = next(
-                (
-                    f"time index entry ({timestamp}, {offset})"
-                    for timestamp, offset in segment.time_index.entries_between(first, last)
-                    if largest_at.get(offset) != timestamp
-                ),
-                None,
-            )
-        if stale is not None:
-            segment.rebuild_indexes(f"the scrub found a stale {stale}")
+        """Record a scrub result: :func:`odradek.storage.scrub.finish`."""
+        scrub.finish(self, task, result)
 
     # --- Reading batch headers --------------------------------------------------------
 

@@ -31,12 +31,12 @@ from odradek.storage.checkpoint import (
 )
 from odradek.storage.fs import MAX_NAME_BYTES, FileSystem, dirname, join
 from odradek.storage.log import (
-    END_OF_LOG,
     LogConfig,
     PartitionLog,
     parse_partition_dir_name,
     partition_dir_name,
 )
+from odradek.storage.recovery import END_OF_LOG
 from odradek.storage.segment import DEFAULT_OPEN_SEGMENTS, SegmentCache
 
 log = logging.getLogger("odradek.storage")

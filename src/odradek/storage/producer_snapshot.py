@@ -57,6 +57,7 @@ __all__ = [
     "decode_snapshot",
     "delete_snapshots_after",
     "delete_snapshots_before",
+    "delete_snapshots_of_deleted_segments",
     "encode_snapshot",
     "list_snapshots",
     "load_latest_snapshot",
@@ -244,6 +245,17 @@ def delete_snapshots_before(fs: FileSystem, directory: str, offset: int) -> list
     """Delete snapshots below ``offset`` (Kafka's ``deleteSnapshotsBefore``, used as the
     log start moves up); return their offsets."""
     return _delete(fs, directory, [s for s in list_snapshots(fs, directory) if s.offset < offset])
+
+
+def delete_snapshots_of_deleted_segments(
+    fs: FileSystem, directory: str, first_offset: int
+) -> list[int]:
+    """Delete the snapshots of segments that retention deleted, those below
+    ``first_offset`` (the base offset of the log's first segment now), as Kafka deletes
+    each deleted segment's snapshot; return their offsets. The newest snapshot stays,
+    whatever its offset, as it is the state the next load starts from."""
+    snapshots = list_snapshots(fs, directory)
+    return _delete(fs, directory, [s for s in snapshots[:-1] if s.offset < first_offset])
 
 
 def load_latest_snapshot(fs: FileSystem, directory: str, max_offset: int) -> LoadedSnapshot:

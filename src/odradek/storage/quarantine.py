@@ -14,6 +14,7 @@ import json
 import logging
 from dataclasses import asdict, dataclass
 
+from odradek.protocol.record_batch import BatchHeader
 from odradek.storage.fs import FileSystem, join, write_file_atomically
 
 QUARANTINE_DIR = "quarantine"
@@ -99,3 +100,59 @@ def add(
     if evicted:
         fs.fsync_dir(root)
     return evicted
+
+
+def move_aside(
+    fs: FileSystem,
+    partition_dir: str,
+    chunks: list[bytes],
+    start_offset: int,
+    leader_epoch: int | None,
+    now_ms: int,
+    reason: str,
+    headers: list[BatchHeader] | None,
+    max_bytes: int,
+) -> str | None:
+    """Store the bytes a log is about to cut as a new entry, with its manifest and a log
+    line; return the alarm to raise when older entries were dropped to fit
+    ``max_bytes`` (``quarantine.max.bytes``), else None.
+
+    ``headers`` are the batches of ``chunks`` when known (a truncation); without them (a
+    torn tail, whose batches cannot be trusted) the manifest counts no batch.
+    """
+    size = sum(len(c) for c in chunks)
+    if size == 0:
+        return None
+    if headers is None:
+        headers = []
+    end = headers[-1].next_offset if headers else start_offset
+    sequence = len(entries(fs, partition_dir))
+    manifest = QuarantineManifest(
+        name=f"{now_ms:015d}-{start_offset:020d}-{sequence:04d}",
+        when_ms=now_ms,
+        reason=reason,
+        leader_epoch=-1 if leader_epoch is None else leader_epoch,
+        start_offset=start_offset,
+        end_offset=end,
+        batch_count=len(headers),
+        record_count=sum(h.records_count for h in headers),
+        size_bytes=size,
+    )
+    evicted = add(fs, partition_dir, chunks, manifest, max_bytes)
+    log.warning(
+        "%s: moved %d bytes (offsets %d..%d) to quarantine: %s",
+        partition_dir,
+        size,
+        start_offset,
+        end,
+        reason,
+    )
+    if not evicted:
+        return None
+    alarm = (
+        f"quarantine over quarantine.max.bytes={max_bytes}: "
+        f"dropped {len(evicted)} oldest entries "
+        f"({sum(e.size_bytes for e in evicted)} bytes)"
+    )
+    log.error("%s: %s", partition_dir, alarm)
+    return alarm

@@ -3,7 +3,8 @@
 A segment holds whole record batches, offsets dense and increasing from its base
 offset. It never decodes records: appends take validated batches, reads return a file
 range on batch boundaries, and recovery and the scrub check each batch's header, CRC
-and offset.
+and offset (:func:`~odradek.storage.validation.validate_range`, a module of its own as
+it may run on a worker thread and holds no segment state).
 
 Open files. The active (last) segment of a log keeps its three files open, since every
 append writes to them. An older segment opens its ``.log`` only when it is read, and
@@ -31,17 +32,17 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TypeVar
 
-from odradek.core.errors import CorruptLogError, InvalidRecordBatchError
+from odradek.core.errors import CorruptLogError
 from odradek.protocol.record_batch import (
     LOG_OVERHEAD,
     MAGIC,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     header_at,
-    validate_batch,
 )
 from odradek.storage.fs import FileHandle, FileSystem, join
 from odradek.storage.index import TIME_ENTRY, OffsetIndex, TimeIndex
+from odradek.storage.validation import validate_range
 
 log = logging.getLogger("odradek.storage")
 
@@ -50,7 +51,6 @@ _T = TypeVar("_T")
 # Big enough for the batches between two index entries (index.interval.bytes is 4 KiB
 # by default), small enough that a lookup that needs one header reads little.
 SCAN_WINDOW = 8 * 1024
-RECOVERY_CHUNK = 1024 * 1024
 # The shortest batchLength a v2 batch can have (its header after the length field).
 MIN_BATCH_LENGTH = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 
@@ -88,62 +88,6 @@ class RecoveryResult:
     """Why the tail was cut, or None when the whole file was valid."""
     epochs: list[tuple[int, int]]
     """``(leader epoch, base offset)`` wherever the batches' epoch changes."""
-
-
-@dataclass(frozen=True, slots=True)
-class RangeCheck:
-    """What :func:`validate_range` found."""
-
-    position: int
-    """Just past the last valid batch (where the next batch, or a problem, starts)."""
-    next_offset: int
-    """The offset the batch at ``position`` must start at."""
-    problem: str | None
-    """What is wrong at ``position``, or None."""
-
-
-def validate_range(
-    handle: FileHandle,
-    position: int,
-    limit: int,
-    size: int,
-    expected: int,
-    on_batch: Callable[[BatchHeader], None],
-) -> RangeCheck:
-    """Validate whole batches from ``position`` (a batch boundary, the batch there at
-    offset ``expected``) while they start before ``limit``, in a file of ``size`` bytes.
-
-    Each batch's lengths, magic and CRC are checked, and its base offset against the
-    previous batch's end (the base offset lies outside the CRC: density is what checks
-    it); ``on_batch`` gets each valid header, its position in the file. Reads a
-    megabyte at a time and touches nothing but ``handle``, so it may run on a thread.
-    """
-    problem: str | None = None
-    while position < limit and problem is None:
-        length = _batch_length_at(handle, position)
-        if length is None or position + length > size:
-            problem = f"TRUNCATED at position {position}: a batch runs past the file end"
-            break
-        # Read many batches at once, but always at least the whole first one.
-        chunk = handle.read(position, max(length, min(RECOVERY_CHUNK, limit - position)))
-        pos = 0
-        while pos < len(chunk):
-            try:
-                h = validate_batch(chunk, pos)
-            except InvalidRecordBatchError as e:
-                if e.problem != "TRUNCATED" or pos == 0:
-                    problem = f"{e.problem} at position {position + pos}: {e.detail}"
-                break  # a batch straddling the chunk is read whole on the next turn
-            if h.base_offset != expected:
-                problem = (
-                    f"offset {h.base_offset} at position {position + pos}, expected {expected}"
-                )
-                break
-            on_batch(h._replace(position=position + pos))
-            expected = h.next_offset
-            pos = h.end
-        position += pos
-    return RangeCheck(position, expected, problem)
 
 
 class _StaleIndex(Exception):
@@ -794,11 +738,3 @@ class LogSegment:
         for path in self.paths():
             if self.fs.exists(path):
                 self.fs.remove(path)
-
-
-def _batch_length_at(handle: FileHandle, position: int) -> int | None:
-    head = handle.read(position, LOG_OVERHEAD)
-    if len(head) < LOG_OVERHEAD:
-        return None
-    length = int.from_bytes(head[8:12], "big", signed=True)
-    return None if length < 0 else length + LOG_OVERHEAD
