@@ -46,14 +46,16 @@ what it owns:
 * :mod:`odradek.raft.fetcher`: a replica's fetch loop (Fetch and FetchSnapshot requests,
   appending, truncating to a diverging epoch, installing a snapshot) and the fetch in
   flight;
+* :mod:`odradek.raft.membership`: when the leader may start a KIP-853 voter change
+  (AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter) and the VotersRecord that makes it;
 * :mod:`odradek.raft.voter_history`: the voter set at each offset of the log;
 * :mod:`odradek.raft.roles`: one state class per role and the table of transitions.
 
-The functions of ``leader_replication`` and ``fetcher`` take the node (as etcd-io/raft's
-``stepLeader`` and ``stepFollower`` take its ``raft``) and use its primitives below
-(``_send``, ``_persist``, ``_transition`` and the ``_become_*`` methods, ``_append``,
-``_truncate``, ``_set_high_watermark``): those are for this package only, never for a
-driver.
+The functions of ``leader_replication``, ``fetcher`` and ``membership`` take the node
+(as etcd-io/raft's ``stepLeader`` and ``stepFollower`` take its ``raft``) and use its
+primitives below (``_send``, ``_persist``, ``_transition`` and the ``_become_*``
+methods, ``_append``, ``_truncate``, ``_set_high_watermark``): those are for this
+package only, never for a driver.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages.leader_change_message import LeaderChangeMessage
 from odradek.protocol.messages.leader_change_message import Voter as LeaderChangeVoter
 from odradek.protocol.record_batch import ControlType
+from odradek.raft import membership
 from odradek.raft.fetcher import (
     Fetching,
     ask_a_bootstrap_server,
@@ -273,60 +276,15 @@ class RaftNode:
 
     def add_voter(self, voter: Voter, now_ms: int) -> VoterChangeOutcome:
         """AddRaftVoter: make a caught-up observer a voter."""
-        leader = self._leader_for_voter_change()
-        if isinstance(leader, VoterChangeOutcome):
-            return leader
-        if self.voters.get(voter.node_id) is not None:
-            return VoterChangeOutcome(
-                ErrorCode.DUPLICATE_VOTER, f"node {voter.node_id} is already a voter"
-            )
-        progress = leader.progress.get(voter.node_id)
-        if progress is None or progress.key.directory_id != voter.directory_id:
-            return VoterChangeOutcome(
-                ErrorCode.REQUEST_TIMED_OUT,
-                f"replica {voter.node_id}/{voter.directory_id} is not fetching from the leader",
-            )
-        # Kafka's rule: caught up means it reached our log end at some fetch within the
-        # fetch timeout. Its log end right now may trail a leader that keeps appending.
-        caught_up = (
-            progress.last_caught_up_ms is not None
-            and now_ms - progress.last_caught_up_ms < self.fetch_timeout_ms
-        )
-        if not caught_up:
-            return VoterChangeOutcome(
-                ErrorCode.REQUEST_TIMED_OUT,
-                f"replica {voter.node_id} has not caught up (log end {progress.end_offset}, "
-                f"high watermark {self.high_watermark})",
-            )
-        return self._append_voters(leader, self.voters.with_voter(voter), now_ms)
+        return membership.add_voter(self, voter, now_ms)
 
     def remove_voter(self, key: ReplicaKey, now_ms: int) -> VoterChangeOutcome:
         """RemoveRaftVoter. Removing the leader makes it resign once the change commits."""
-        leader = self._leader_for_voter_change()
-        if isinstance(leader, VoterChangeOutcome):
-            return leader
-        if self._voter_named(key) is None:
-            return _not_a_voter(key)
-        if len(self.voters) == 1:
-            return VoterChangeOutcome(ErrorCode.INVALID_REQUEST, "cannot remove the last voter")
-        return self._append_voters(leader, self.voters.without(key.node_id), now_ms)
+        return membership.remove_voter(self, key, now_ms)
 
     def update_voter(self, voter: Voter, now_ms: int) -> VoterChangeOutcome:
         """UpdateRaftVoter: a voter's new endpoints."""
-        leader = self._leader_for_voter_change()
-        if isinstance(leader, VoterChangeOutcome):
-            return leader
-        current = self._voter_named(voter.key)
-        if current is None:
-            return _not_a_voter(voter.key)
-        if current == voter:
-            return VoterChangeOutcome(ErrorCode.NONE)
-        return self._append_voters(leader, self.voters.replaced(voter), now_ms)
-
-    def _voter_named(self, key: ReplicaKey) -> Voter | None:
-        """The voter with exactly this node id and directory id."""
-        current = self.voters.get(key.node_id)
-        return current if current is not None and current.directory_id == key.directory_id else None
+        return membership.update_voter(self, voter, now_ms)
 
     def create_snapshot(
         self, end_offset: int, records: list[bytes], last_contained_ms: int
@@ -462,38 +420,6 @@ class RaftNode:
         self._ready.high_watermark = snapshot_id.end_offset
         self._ready.committed = []
         self._ready.snapshot = snapshot_id
-
-    def _leader_for_voter_change(self) -> LeaderState | VoterChangeOutcome:
-        """The leader's role when a voter change may start now, else the error."""
-        leader = self.role
-        if not isinstance(leader, LeaderState):
-            return VoterChangeOutcome(ErrorCode.NOT_LEADER_OR_FOLLOWER, "not the quorum leader")
-        if not self.dynamic:
-            return VoterChangeOutcome(
-                ErrorCode.UNSUPPORTED_VERSION,
-                "the quorum has static voters (controller.quorum.voters); voter changes "
-                "need a quorum formatted with --standalone or --initial-controllers",
-            )
-        if self.high_watermark <= leader.epoch_start_offset:
-            return VoterChangeOutcome(
-                ErrorCode.REQUEST_TIMED_OUT, "the leader has not committed in its epoch yet"
-            )
-        if self._voter_history.change_pending(self.high_watermark):
-            return VoterChangeOutcome(
-                ErrorCode.REQUEST_TIMED_OUT, "another voter change is not committed yet"
-            )
-        return leader
-
-    def _append_voters(
-        self, leader: LeaderState, voters: VoterSet, now_ms: int
-    ) -> VoterChangeOutcome:
-        offset = self.log.end_offset()
-        self._append([Entry(offset, leader.epoch, (voters.encode(),), ControlType.VOTERS)])
-        leader.pending_changes.append(offset)
-        for voter in voters:
-            leader.progress_of(voter.node_id, voter.directory_id)
-        answer_parked(self, leader, now_ms)
-        return VoterChangeOutcome(ErrorCode.NONE, offset=offset)
 
     # ------------------------------------------------------------------ transitions
 
@@ -774,9 +700,3 @@ class RaftNode:
 
 def _not_a_message(message: Never) -> NoReturn:
     raise InvariantError(f"step() was given a {type(message).__name__}, which is no Raft message")
-
-
-def _not_a_voter(key: ReplicaKey) -> VoterChangeOutcome:
-    return VoterChangeOutcome(
-        ErrorCode.VOTER_NOT_FOUND, f"{key.node_id}/{key.directory_id} is not a voter"
-    )
