@@ -9,7 +9,7 @@ import pytest
 from odradek.core.errors import InvariantError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.record_batch import ControlType
-from odradek.raft.core import QuorumState, RaftNode, Ready, State
+from odradek.raft.core import RaftNode, State
 from odradek.raft.log import Entry, MemoryRaftLog
 from odradek.raft.messages import (
     BeginQuorumEpoch,
@@ -19,6 +19,7 @@ from odradek.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from odradek.raft.ready import QuorumState, Ready
 from odradek.raft.voters import ReplicaKey, VoterSet
 from odradek.testing.instant_disk import InstantFlushNode
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 
-from odradek.raft.core import LogFlush, RaftNode, State
+from odradek.raft.core import RaftNode, State
 from odradek.raft.log import Entry, MemoryRaftLog
 from odradek.raft.messages import (
     BeginQuorumEpoch,
@@ -19,6 +19,7 @@ from odradek.raft.messages import (
     Message,
     VoteResponse,
 )
+from odradek.raft.ready import LogFlush
 from odradek.raft.voters import ReplicaKey, VoterSet
 
 ET = 1000

@@ -12,7 +12,7 @@ import uuid
 
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.record_batch import ControlType
-from odradek.raft.core import RaftNode, Ready, State
+from odradek.raft.core import RaftNode, State
 from odradek.raft.log import MemoryRaftLog, SnapshotId
 from odradek.raft.messages import (
     EndQuorumEpoch,
@@ -22,6 +22,7 @@ from odradek.raft.messages import (
     Message,
     bootstrap_index,
 )
+from odradek.raft.ready import Ready
 from odradek.raft.snapshot import BOOTSTRAP_SNAPSHOT_ID, bootstrap_snapshot, decode_snapshot
 from odradek.raft.voters import ReplicaKey, Voter, VoterEndpoint, VoterSet
 from odradek.testing.instant_disk import InstantFlushNode

@@ -13,7 +13,8 @@ from __future__ import annotations
 import random
 
 from odradek.protocol.error_codes import ErrorCode
-from odradek.raft.core import QuorumState, RaftNode, State
+from odradek.raft.core import RaftNode, State
+from odradek.raft.ready import QuorumState
 from odradek.raft.recovery import recovery_entries
 from odradek.testing.instant_disk import InstantFlushNode
 from tests.raft.test_membership import ET, FT, Cluster, directory, voter

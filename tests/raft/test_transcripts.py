@@ -58,7 +58,7 @@ import pytest
 
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.record_batch import ControlType
-from odradek.raft.core import RaftNode, Ready
+from odradek.raft.core import RaftNode
 from odradek.raft.log import Entry, MemoryRaftLog
 from odradek.raft.messages import (
     BeginQuorumEpoch,
@@ -72,6 +72,7 @@ from odradek.raft.messages import (
     VoteResponse,
     bootstrap_index,
 )
+from odradek.raft.ready import Ready
 from odradek.raft.snapshot import BOOTSTRAP_SNAPSHOT_ID, bootstrap_snapshot
 from odradek.raft.voters import ReplicaKey, Voter, VoterSet
 from odradek.testing.instant_disk import InstantFlushNode

@@ -9,10 +9,11 @@ import threading
 import uuid
 from pathlib import Path
 
-from odradek.raft.core import LogFlush, State
+from odradek.raft.core import State
 from odradek.raft.disk_log import DiskRaftLog, metadata_log_directory
 from odradek.raft.log import Entry, MemoryRaftLog
 from odradek.raft.quorum_file import QuorumStateFile, StoredQuorumState
+from odradek.raft.ready import LogFlush
 from odradek.shell.quorum import QuorumConfig, QuorumDriver
 from odradek.shell.quorum_sync import QuorumSync
 from odradek.shell.real_fs import RealFileSystem

@@ -4,7 +4,7 @@ Inputs go in through :meth:`RaftNode.step` (a message from a peer), :meth:`RaftN
 (time passed) and the leader's commands (:meth:`~RaftNode.propose`,
 :meth:`~RaftNode.add_voter`, :meth:`~RaftNode.remove_voter`, :meth:`~RaftNode.update_voter`,
 :meth:`~RaftNode.resign`), whose effects come out of the next :meth:`RaftNode.ready`.
-Every input returns a :class:`Ready`. The driver must, in this order: make
+Every input returns a :class:`~odradek.raft.ready.Ready`. The driver must, in this order: make
 ``Ready.persist`` durable (the quorum state: epoch, vote, leader), then send
 ``Ready.messages``, then apply ``Ready.snapshot`` (when set, reload the state machine
 from it) and ``Ready.committed``. ``Ready.flush``, when set, asks the driver to make
@@ -33,14 +33,35 @@ is an observer: it fetches from the leader like a follower but never votes, neve
 for votes and does not count towards the high watermark. Membership changes one voter
 at a time, only once the leader has committed an entry of its own epoch and no earlier
 change is uncommitted.
+
+Where the rules live. This module holds the node's state, its public inputs, the
+transitions between roles and the elections (pre-votes, votes, BeginQuorumEpoch and
+EndQuorumEpoch), which decide the role everything else acts in. Around it, each with
+what it owns:
+
+* :mod:`odradek.raft.ready`: what the core hands its driver (``Ready``, ``LogFlush``,
+  ``QuorumState``) and the answers to the leader's commands;
+* :mod:`odradek.raft.leader_replication`: the leader's side of replication (answering
+  Fetch and FetchSnapshot, parked fetches, the high watermark, check-quorum);
+* :mod:`odradek.raft.fetcher`: a replica's fetch loop (Fetch and FetchSnapshot requests,
+  appending, truncating to a diverging epoch, installing a snapshot) and the fetch in
+  flight;
+* :mod:`odradek.raft.membership`: when the leader may start a KIP-853 voter change
+  (AddRaftVoter, RemoveRaftVoter, UpdateRaftVoter) and the VotersRecord that makes it;
+* :mod:`odradek.raft.voter_history`: the voter set at each offset of the log;
+* :mod:`odradek.raft.roles`: one state class per role and the table of transitions.
+
+The functions of ``leader_replication``, ``fetcher`` and ``membership`` take the node
+(as etcd-io/raft's ``stepLeader`` and ``stepFollower`` take its ``raft``) and use its
+primitives below (``_send``, ``_persist``, ``_transition`` and the ``_become_*``
+methods, ``_append``, ``_truncate``, ``_set_high_watermark``): those are for this
+package only, never for a driver.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import random
 import uuid
-from dataclasses import dataclass, field
 from typing import Never, NoReturn
 
 from odradek.core.errors import InvariantError
@@ -49,7 +70,26 @@ from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages.leader_change_message import LeaderChangeMessage
 from odradek.protocol.messages.leader_change_message import Voter as LeaderChangeVoter
 from odradek.protocol.record_batch import ControlType
-from odradek.raft.log import UNDEFINED, Entry, RaftLog, SnapshotId
+from odradek.raft import membership
+from odradek.raft.fetcher import (
+    Fetching,
+    ask_a_bootstrap_server,
+    fetch_if_due,
+    observer_tick,
+    on_fetch_response,
+    on_fetch_snapshot_response,
+    send_fetch,
+)
+from odradek.raft.leader_replication import (
+    advance_high_watermark,
+    answer_parked,
+    describe_quorum,
+    leader_tick,
+    on_fetch_request,
+    on_fetch_snapshot_request,
+    send_begin,
+)
+from odradek.raft.log import Entry, RaftLog, SnapshotId
 from odradek.raft.messages import (
     BeginQuorumEpoch,
     EndQuorumEpoch,
@@ -60,105 +100,28 @@ from odradek.raft.messages import (
     Message,
     VoteRequest,
     VoteResponse,
-    bootstrap_destination,
+)
+from odradek.raft.ready import (
+    LogFlush,
+    QuorumDescription,
+    QuorumState,
+    Ready,
+    VoterChangeOutcome,
 )
 from odradek.raft.roles import (
     CandidateState,
     FollowerState,
     LeaderState,
     ProspectiveState,
-    ReplicaProgress,
     ResignedState,
     Role,
     UnattachedState,
     check_transition,
 )
 from odradek.raft.roles import State as State
-from odradek.raft.snapshot import decode_snapshot, encode_snapshot
+from odradek.raft.snapshot import encode_snapshot
+from odradek.raft.voter_history import VoterHistory
 from odradek.raft.voters import ZERO_DIRECTORY, ReplicaKey, Voter, VoterSet
-
-
-@dataclass(frozen=True, slots=True)
-class QuorumState:
-    """What must survive a crash: Kafka's ``quorum-state`` file."""
-
-    epoch: int
-    voted_for: ReplicaKey | None
-    leader: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class LogFlush:
-    """What the driver must make durable: the log up to ``end_offset``.
-
-    ``log_generation`` counts the truncations the core made: a flush asked for before a
-    truncation that cut below its end says nothing of the entries written since, so
-    :meth:`RaftNode.flushed` ignores it (the core asks for another).
-    """
-
-    end_offset: int
-    log_generation: int
-
-
-@dataclass(slots=True)
-class _Fetching:
-    """The fetch in flight and when the next one is due (Kafka's ``RequestManager``). It
-    outlives roles: a prospective voter's fetch to a bootstrap server may be answered
-    once it is a candidate, and an observer's backoff runs on when it loses its leader."""
-
-    next_fetch_ms: int
-    last_request_id: int = 0
-    in_flight: int | None = None  # the request id of the fetch we wait for
-    sent_to: int | None = None  # where it went
-    sent_ms: int = 0
-    wait_ms: int = 0  # how long the receiver may hold it
-    # A Fetch was due while the log had entries not yet durable: its fetch offset would
-    # report them, so it goes out when they are (RaftNode.flushed).
-    after_flush: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class VoterChangeOutcome:
-    """The immediate answer to a voter change: an error, or the offset whose commit
-    completes it (reported later in ``Ready.voter_changes``)."""
-
-    error: int
-    message: str = ""
-    offset: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaDescription:
-    node_id: int
-    directory_id: str
-    log_end_offset: int
-    last_fetch_ms: int | None
-    last_caught_up_ms: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class QuorumDescription:
-    """DescribeQuorum's view (meaningful on the leader; elsewhere voters only)."""
-
-    leader: int | None
-    epoch: int
-    high_watermark: int
-    voters: tuple[ReplicaDescription, ...]
-    observers: tuple[ReplicaDescription, ...]
-
-
-@dataclass(slots=True)
-class Ready:
-    """The outputs of one input. Persist first, then send, then apply; flush when you
-    can, then call :meth:`RaftNode.flushed`."""
-
-    messages: list[tuple[int, Message]] = field(default_factory=list)
-    persist: QuorumState | None = None
-    flush: LogFlush | None = None  # the log to make durable (no message waits for it)
-    high_watermark: int | None = None  # set when it moved forward
-    committed: list[Entry] = field(default_factory=list)
-    snapshot: SnapshotId | None = None  # installed from the leader: reload from it first
-    voter_changes: list[tuple[int, int]] = field(default_factory=list)  # (offset, error)
 
 
 class RaftNode:
@@ -195,10 +158,8 @@ class RaftNode:
         self.request_timeout_ms = request_timeout_ms
         self.fetch_max_wait_ms = fetch_max_wait_ms
         self.bootstrap_servers = bootstrap_servers
-        self._static_voters = static_voters
-        self._base_voters = VoterSet(())
-        self._voter_changes: list[tuple[int, VoterSet]] = []
-        self._load_voters()
+        self._voter_history = VoterHistory(static_voters)
+        self._voter_history.load(log)
         restored = quorum_state or QuorumState(0, None, None)
         # Everything in a snapshot is committed; entries after it wait for the leader.
         self.high_watermark = log.start_offset()
@@ -207,8 +168,7 @@ class RaftNode:
         self._flushed_end = log.end_offset()
         self._log_generation = 0  # bumped by every truncation (see LogFlush)
         self._flush_asked: LogFlush | None = None
-        self._fetching = _Fetching(next_fetch_ms=now_ms)
-        self._bootstrap_turn = node_id  # which bootstrap server a failed election asks next
+        self._fetching = Fetching(next_fetch_ms=now_ms, bootstrap_turn=node_id)
         deadline_ms = self._election_deadline(now_ms)
         self.role: Role = UnattachedState(restored.epoch, restored.voted_for, deadline_ms)
         if restored.leader == node_id:
@@ -246,7 +206,7 @@ class RaftNode:
     @property
     def voters(self) -> VoterSet:
         """The voter set in force: the last one in the log (committed or not)."""
-        return self._voter_changes[-1][1] if self._voter_changes else self._base_voters
+        return self._voter_history.latest
 
     @property
     def is_voter(self) -> bool:
@@ -255,7 +215,7 @@ class RaftNode:
     @property
     def dynamic(self) -> bool:
         """True for a KIP-853 quorum (voters in the log), False for static voters."""
-        return self._static_voters is None
+        return self._voter_history.static is None
 
     @property
     def majority(self) -> int:
@@ -277,7 +237,7 @@ class RaftNode:
             self._flushed_end = flush.end_offset
             role = self.role
             if isinstance(role, LeaderState):
-                self._advance_leader_high_watermark(role, now_ms)
+                advance_high_watermark(self, role, now_ms)
             elif (
                 self._fetching.after_flush
                 and self._flushed_end == self.log.end_offset()
@@ -286,7 +246,7 @@ class RaftNode:
                     or (isinstance(role, UnattachedState) and not self.is_voter)
                 )
             ):
-                self._send_fetch(now_ms)
+                send_fetch(self, now_ms)
         return self._take_ready(now_ms)
 
     def propose(self, records: list[bytes], now_ms: int) -> int | None:
@@ -297,7 +257,7 @@ class RaftNode:
             return None
         offset = self.log.end_offset()
         self._append([Entry(offset, leader.epoch, tuple(records))])
-        self._answer_parked(leader, now_ms)
+        answer_parked(self, leader, now_ms)
         return offset
 
     def resign(self, now_ms: int) -> None:
@@ -316,60 +276,15 @@ class RaftNode:
 
     def add_voter(self, voter: Voter, now_ms: int) -> VoterChangeOutcome:
         """AddRaftVoter: make a caught-up observer a voter."""
-        leader = self._leader_for_voter_change()
-        if isinstance(leader, VoterChangeOutcome):
-            return leader
-        if self.voters.get(voter.node_id) is not None:
-            return VoterChangeOutcome(
-                ErrorCode.DUPLICATE_VOTER, f"node {voter.node_id} is already a voter"
-            )
-        progress = leader.progress.get(voter.node_id)
-        if progress is None or progress.key.directory_id != voter.directory_id:
-            return VoterChangeOutcome(
-                ErrorCode.REQUEST_TIMED_OUT,
-                f"replica {voter.node_id}/{voter.directory_id} is not fetching from the leader",
-            )
-        # Kafka's rule: caught up means it reached our log end at some fetch within the
-        # fetch timeout. Its log end right now may trail a leader that keeps appending.
-        caught_up = (
-            progress.last_caught_up_ms is not None
-            and now_ms - progress.last_caught_up_ms < self.fetch_timeout_ms
-        )
-        if not caught_up:
-            return VoterChangeOutcome(
-                ErrorCode.REQUEST_TIMED_OUT,
-                f"replica {voter.node_id} has not caught up (log end {progress.end_offset}, "
-                f"high watermark {self.high_watermark})",
-            )
-        return self._append_voters(leader, self.voters.with_voter(voter), now_ms)
+        return membership.add_voter(self, voter, now_ms)
 
     def remove_voter(self, key: ReplicaKey, now_ms: int) -> VoterChangeOutcome:
         """RemoveRaftVoter. Removing the leader makes it resign once the change commits."""
-        leader = self._leader_for_voter_change()
-        if isinstance(leader, VoterChangeOutcome):
-            return leader
-        if self._voter_named(key) is None:
-            return _not_a_voter(key)
-        if len(self.voters) == 1:
-            return VoterChangeOutcome(ErrorCode.INVALID_REQUEST, "cannot remove the last voter")
-        return self._append_voters(leader, self.voters.without(key.node_id), now_ms)
+        return membership.remove_voter(self, key, now_ms)
 
     def update_voter(self, voter: Voter, now_ms: int) -> VoterChangeOutcome:
         """UpdateRaftVoter: a voter's new endpoints."""
-        leader = self._leader_for_voter_change()
-        if isinstance(leader, VoterChangeOutcome):
-            return leader
-        current = self._voter_named(voter.key)
-        if current is None:
-            return _not_a_voter(voter.key)
-        if current == voter:
-            return VoterChangeOutcome(ErrorCode.NONE)
-        return self._append_voters(leader, self.voters.replaced(voter), now_ms)
-
-    def _voter_named(self, key: ReplicaKey) -> Voter | None:
-        """The voter with exactly this node id and directory id."""
-        current = self.voters.get(key.node_id)
-        return current if current is not None and current.directory_id == key.directory_id else None
+        return membership.update_voter(self, voter, now_ms)
 
     def create_snapshot(
         self, end_offset: int, records: list[bytes], last_contained_ms: int
@@ -387,53 +302,24 @@ class RaftNode:
         )
         assert last is not None
         snapshot_id = SnapshotId(end_offset, last.epoch)
-        voters = self._voters_at(end_offset) if self.dynamic else None
+        voters = self._voter_history.at(end_offset) if self.dynamic else None
         data = encode_snapshot(snapshot_id, records, voters, last_contained_ms)
         self.log.write_snapshot(snapshot_id, data)
         self.log.delete_before_snapshot()
         # The snapshot is durable and holds everything below its end.
         self._flushed_end = max(self._flushed_end, end_offset)
-        self._base_voters = voters if voters is not None else self._base_voters
-        self._voter_changes = [c for c in self._voter_changes if c[0] >= end_offset]
+        self._voter_history.compact(end_offset, voters)
         return snapshot_id
 
     def describe(self, now_ms: int) -> QuorumDescription:
-        def row(progress: ReplicaProgress) -> ReplicaDescription:
-            return ReplicaDescription(
-                progress.key.node_id,
-                str(progress.key.directory_id),
-                progress.end_offset,
-                progress.last_fetch_ms,
-                progress.last_caught_up_ms,
-            )
-
-        leader = self.role
-        if isinstance(leader, LeaderState):
-            voters = tuple(
-                row(leader.progress_of(v.node_id))
-                if self.voters.is_voter(leader.progress_of(v.node_id).key)
-                else ReplicaDescription(v.node_id, str(v.directory_id), -1, None, None)
-                for v in self.voters
-            )
-            observers = tuple(
-                row(p)
-                for _, p in sorted(leader.progress.items())
-                if not self.voters.is_voter(p.key) and p.last_fetch_ms is not None
-            )
-        else:
-            voters = tuple(
-                ReplicaDescription(v.node_id, str(v.directory_id), -1, None, None)
-                for v in self.voters
-            )
-            observers = ()
-        return QuorumDescription(self.leader, self.epoch, self.high_watermark, voters, observers)
+        return describe_quorum(self)
 
     def tick(self, now_ms: int) -> Ready:
         role = self.role
         if isinstance(role, LeaderState):
-            self._leader_tick(role, now_ms)
+            leader_tick(self, role, now_ms)
         elif not self.is_voter:
-            self._observer_tick(now_ms)
+            observer_tick(self, now_ms)
         elif isinstance(role, (UnattachedState, ResignedState)):
             # Only an observer's Unattached state has no deadline, and the voter set
             # changes only while following or leading: a voter never holds one.
@@ -452,7 +338,7 @@ class RaftNode:
         elif now_ms >= role.fetch_deadline_ms:
             self._become_prospective(now_ms)
         else:
-            self._fetch_if_due(now_ms)
+            fetch_if_due(self, now_ms)
         return self._take_ready(now_ms)
 
     def silent_voters(self) -> set[int]:
@@ -498,13 +384,13 @@ class RaftNode:
             case EndQuorumEpoch():
                 self._on_end_quorum_epoch(message, now_ms)
             case FetchRequest():
-                self._on_fetch_request(message, now_ms)
+                on_fetch_request(self, message, now_ms)
             case FetchResponse():
-                self._on_fetch_response(message, now_ms)
+                on_fetch_response(self, message, now_ms)
             case FetchSnapshotRequest():
-                self._on_fetch_snapshot_request(message, now_ms)
+                on_fetch_snapshot_request(self, message, now_ms)
             case FetchSnapshotResponse():
-                self._on_fetch_snapshot_response(message, now_ms)
+                on_fetch_snapshot_response(self, message, now_ms)
             case _:
                 _not_a_message(message)
         return self._take_ready(now_ms)
@@ -513,79 +399,27 @@ class RaftNode:
 
     def _append(self, entries: list[Entry] | tuple[Entry, ...]) -> None:
         self.log.append(entries)
-        for entry in entries:
-            if entry.control == ControlType.VOTERS:
-                self._voter_changes.append((entry.offset, VoterSet.decode(entry.records[0])))
+        self._voter_history.record(entries)
 
     def _truncate(self, offset: int) -> None:
         if offset < self.log.end_offset():
             self._log_generation += 1
         self.log.truncate_to(offset)
         self._flushed_end = min(self._flushed_end, offset)
-        while self._voter_changes and self._voter_changes[-1][0] >= offset:
-            self._voter_changes.pop()
+        self._voter_history.truncate(offset)
 
-    def _load_voters(self) -> None:
-        """The base voter set from the latest snapshot (or the static one), then every
-        VotersRecord in the log after it."""
-        base: VoterSet | None = None
-        snapshot = self.log.latest_snapshot()
-        if snapshot is not None:
-            data = self.log.read_snapshot(snapshot)
-            invariant(data is not None, f"snapshot {snapshot} listed but not readable")
-            assert data is not None
-            base = decode_snapshot(data).voters
-        self._base_voters = base or self._static_voters or VoterSet(())
-        self._voter_changes = []
-        offset = self.log.start_offset()
-        while True:
-            entries = self.log.entries_from(offset, 1024)
-            if not entries:
-                break
-            for entry in entries:
-                if entry.control == ControlType.VOTERS:
-                    self._voter_changes.append((entry.offset, VoterSet.decode(entry.records[0])))
-            offset = entries[-1].next_offset
-
-    def _voters_at(self, offset: int) -> VoterSet:
-        """The voter set in force for entries below ``offset``."""
-        found = self._base_voters
-        for change_offset, voters in self._voter_changes:
-            if change_offset < offset:
-                found = voters
-        return found
-
-    def _leader_for_voter_change(self) -> LeaderState | VoterChangeOutcome:
-        """The leader's role when a voter change may start now, else the error."""
-        leader = self.role
-        if not isinstance(leader, LeaderState):
-            return VoterChangeOutcome(ErrorCode.NOT_LEADER_OR_FOLLOWER, "not the quorum leader")
-        if not self.dynamic:
-            return VoterChangeOutcome(
-                ErrorCode.UNSUPPORTED_VERSION,
-                "the quorum has static voters (controller.quorum.voters); voter changes "
-                "need a quorum formatted with --standalone or --initial-controllers",
-            )
-        if self.high_watermark <= leader.epoch_start_offset:
-            return VoterChangeOutcome(
-                ErrorCode.REQUEST_TIMED_OUT, "the leader has not committed in its epoch yet"
-            )
-        if self._voter_changes and self._voter_changes[-1][0] >= self.high_watermark:
-            return VoterChangeOutcome(
-                ErrorCode.REQUEST_TIMED_OUT, "another voter change is not committed yet"
-            )
-        return leader
-
-    def _append_voters(
-        self, leader: LeaderState, voters: VoterSet, now_ms: int
-    ) -> VoterChangeOutcome:
-        offset = self.log.end_offset()
-        self._append([Entry(offset, leader.epoch, (voters.encode(),), ControlType.VOTERS)])
-        leader.pending_changes.append(offset)
-        for voter in voters:
-            leader.progress_of(voter.node_id, voter.directory_id)
-        self._answer_parked(leader, now_ms)
-        return VoterChangeOutcome(ErrorCode.NONE, offset=offset)
+    def _reset_to_snapshot(self, snapshot_id: SnapshotId, data: bytes) -> None:
+        """Replace the log with a snapshot installed from the leader: everything in it is
+        committed, and the driver reloads its state machine from it first."""
+        self.log.write_snapshot(snapshot_id, data)
+        self.log.reset_to_snapshot(snapshot_id)
+        self._log_generation += 1
+        self._flushed_end = self.log.end_offset()
+        self._voter_history.load(self.log)
+        self.high_watermark = snapshot_id.end_offset
+        self._ready.high_watermark = snapshot_id.end_offset
+        self._ready.committed = []
+        self._ready.snapshot = snapshot_id
 
     # ------------------------------------------------------------------ transitions
 
@@ -653,7 +487,7 @@ class RaftNode:
         # keep the quorum leaderless. So the new role has no leader contact yet.
         self._transition(FollowerState(epoch, voted_for, leader, now_ms + self.fetch_timeout_ms))
         self._persist()
-        self._send_fetch(now_ms)
+        send_fetch(self, now_ms)
 
     def _become_prospective(self, now_ms: int) -> None:
         old = self.role
@@ -664,37 +498,8 @@ class RaftNode:
         for voter in self._others():
             self._send(voter, self._vote_request(voter, pre_vote=True))
         if failed_round and self.bootstrap_servers:
-            self._ask_a_bootstrap_server(now_ms)
+            ask_a_bootstrap_server(self, now_ms)
         self._check_pre_votes(now_ms)
-
-    def _ask_a_bootstrap_server(self, now_ms: int) -> None:
-        """After a failed election round, Fetch from a bootstrap server as an observer
-        would. Our voter set may be stale: changed while we were away, or by a quorum-loss
-        recovery that made a controller we never heard of the only voter. Then every vote
-        request goes to voters that are gone, and only an answer from outside our voter
-        set (a leader, or a node that knows one, in a higher epoch) makes us follow."""
-        if self._tail_unflushed():
-            # Its fetch offset would report entries a crash could still take away; the
-            # next failed round asks.
-            return
-        fetching = self._fetching
-        fetching.last_request_id += 1
-        fetching.in_flight = fetching.last_request_id
-        fetching.sent_ms = now_ms
-        fetching.wait_ms = 0
-        # Round robin rather than the rng: the rng's sequence drives the simulator's
-        # schedules, which this must not perturb.
-        self._bootstrap_turn = (self._bootstrap_turn + 1) % self.bootstrap_servers
-        request = FetchRequest(
-            self.epoch,
-            self.key,
-            self.log.end_offset(),
-            self.log.last_epoch(),
-            fetching.last_request_id,
-            0,
-        )
-        fetching.sent_to = bootstrap_destination(self._bootstrap_turn)
-        self._send(fetching.sent_to, request)
 
     def _vote_request(self, voter: int, pre_vote: bool) -> VoteRequest:
         known = self.voters.get(voter)
@@ -748,59 +553,7 @@ class RaftNode:
             voters = Entry(1, leader.epoch, (self.voters.encode(),), ControlType.VOTERS)
             self._append([voters])
         for other in self._others():
-            self._send_begin(leader, other, now_ms)
-
-    def _send_begin(self, leader: LeaderState, voter: int, now_ms: int) -> None:
-        known = self.voters.get(voter)
-        key = known.key if known is not None else ReplicaKey(voter)
-        self._send(voter, BeginQuorumEpoch(leader.epoch, self.node_id, key))
-        leader.begin_sent_ms[voter] = now_ms
-
-    def _voter_end_offset(self, leader: LeaderState, voter: Voter) -> int:
-        """What a voter provably holds; a replica with another directory id (a wiped disk
-        under the same node id) is not that voter and counts for nothing."""
-        progress = leader.progress_of(voter.node_id, voter.directory_id)
-        if not VoterSet((voter,)).is_voter(progress.key):
-            return 0
-        return progress.end_offset
-
-    def _leader_tick(self, leader: LeaderState, now_ms: int) -> None:
-        # Check-quorum: resign when a majority (counting ourselves) has not fetched lately.
-        recent = 0
-        for voter in self.voters:
-            progress = leader.progress_of(voter.node_id, voter.directory_id)
-            last = progress.last_fetch_ms
-            if voter.node_id == self.node_id or (
-                last is not None
-                and now_ms - last < self.fetch_timeout_ms
-                and self.voters.is_voter(progress.key)
-            ):
-                recent += 1
-        if recent < self.majority:
-            self._become_resigned(leader, now_ms)
-            return
-        # A voter that has not fetched in this epoch may have missed BeginQuorumEpoch.
-        for other in self._others():
-            if other in leader.fetched_this_epoch:
-                continue
-            sent = leader.begin_sent_ms.get(other)
-            if sent is None or now_ms - sent >= self.election_timeout_ms // 2:
-                self._send_begin(leader, other, now_ms)
-        for replica, (request, deadline) in sorted(leader.parked.items()):
-            if now_ms >= deadline:
-                del leader.parked[replica]
-                self._answer_fetch(leader, request, now_ms)
-
-    def _observer_tick(self, now_ms: int) -> None:
-        """An observer (or a voter removed from the set) never campaigns; it fetches."""
-        role = self.role
-        if isinstance(role, FollowerState) and now_ms >= role.fetch_deadline_ms:
-            self._transition(UnattachedState(role.epoch, role.voted_for, None))
-            self._fetching.in_flight = None
-        elif isinstance(role, (ProspectiveState, CandidateState, ResignedState)):
-            deadline_ms = role.election_deadline_ms
-            self._transition(UnattachedState(role.epoch, role.voted_for, deadline_ms))
-        self._fetch_if_due(now_ms)
+            send_begin(self, leader, other, now_ms)
 
     def _set_high_watermark(self, value: int) -> None:
         if value <= self.high_watermark:
@@ -822,26 +575,6 @@ class RaftNode:
                 invariant(entry.next_offset <= value, f"high watermark {value} inside a batch")
                 self._ready.committed.append(entry)
                 offset = entry.next_offset
-
-    def _advance_leader_high_watermark(self, leader: LeaderState, now_ms: int) -> None:
-        leader.progress_of(self.node_id).end_offset = self._flushed_end
-        offsets = sorted((self._voter_end_offset(leader, v) for v in self.voters), reverse=True)
-        candidate = offsets[self.majority - 1]
-        # Only an offset past our own leader-change entry commits (it is of our epoch).
-        if candidate <= leader.epoch_start_offset or candidate <= self.high_watermark:
-            return
-        self._set_high_watermark(candidate)
-        pending = leader.pending_changes
-        done = [o for o in pending if o < self.high_watermark]
-        leader.pending_changes = [o for o in pending if o >= self.high_watermark]
-        for offset in done:
-            self._ready.voter_changes.append((offset, ErrorCode.NONE))
-        self._answer_parked(leader, now_ms)
-        if not self.is_voter and not (
-            self._voter_changes and self._voter_changes[-1][0] >= self.high_watermark
-        ):
-            # Our own removal committed: hand over to the voters (KIP-853).
-            self.resign(now_ms)
 
     # ------------------------------------------------------------------ votes
 
@@ -964,375 +697,6 @@ class RaftNode:
         else:
             unattached.election_deadline_ms = self._election_deadline(now_ms)
 
-    # ------------------------------------------------------------------ the fetch loop
-
-    def _fetch_if_due(self, now_ms: int) -> None:
-        fetching = self._fetching
-        if fetching.in_flight is None:
-            if now_ms >= fetching.next_fetch_ms:
-                self._send_fetch(now_ms)
-        elif now_ms - fetching.sent_ms >= fetching.wait_ms + self.request_timeout_ms:
-            self._send_fetch(now_ms)
-
-    def _fetch_target(self) -> int | None:
-        if self.leader is not None:
-            return self.leader
-        others = self._others()
-        if others:
-            return self._rng.choice(others)
-        if self.bootstrap_servers:
-            return bootstrap_destination(self._rng.randrange(self.bootstrap_servers))
-        return None
-
-    def _send_fetch(self, now_ms: int) -> None:
-        role = self.role
-        # A snapshot transfer belongs to a Follower: once the leader that offered it is
-        # gone, only a Fetch finds the next one (a FetchSnapshot to anyone else just
-        # fails, forever).
-        snapshot_fetch = role.snapshot_fetch if isinstance(role, FollowerState) else None
-        fetching = self._fetching
-        fetching.after_flush = False
-        if snapshot_fetch is None and self._tail_unflushed():
-            # The fetch offset tells the leader what we hold, and it counts that towards
-            # the high watermark: it must be on our disk first. The fetch replaces the
-            # one in flight, if any, as it would have had it gone out.
-            fetching.in_flight = None
-            fetching.after_flush = True
-            return
-        target = self._fetch_target()
-        if target is None:
-            fetching.next_fetch_ms = now_ms + self.fetch_backoff_ms
-            return
-        fetching.last_request_id += 1
-        request_id = fetching.last_request_id
-        fetching.in_flight = request_id
-        fetching.sent_ms = now_ms
-        fetching.sent_to = target
-        if snapshot_fetch is not None:
-            snapshot_id, buffer = snapshot_fetch
-            fetching.wait_ms = 0
-            request: Message = FetchSnapshotRequest(
-                role.epoch, self.key, snapshot_id, len(buffer), request_id
-            )
-        else:
-            # Only a known leader holds a fetch open; anyone else answers at once.
-            fetching.wait_ms = self.fetch_max_wait_ms if role.leader is not None else 0
-            request = FetchRequest(
-                role.epoch,
-                self.key,
-                self.log.end_offset(),
-                self.log.last_epoch(),
-                request_id,
-                fetching.wait_ms,
-            )
-        self._send(target, request)
-
-    def _on_fetch_request(self, request: FetchRequest, now_ms: int) -> None:
-        sender = request.replica.node_id
-        if request.epoch > self.epoch:
-            self._become_unattached(request.epoch, now_ms)
-        role = self.role
-        if not isinstance(role, LeaderState):
-            # Tell the fetcher who leads (if we know) so that it catches up on the epoch. A
-            # resigned leader names no leader: its answers must not keep followers attached.
-            leader = None if isinstance(role, ResignedState) else role.leader
-            self._send(
-                sender,
-                FetchResponse(
-                    role.epoch,
-                    leader,
-                    self.high_watermark,
-                    (),
-                    request.request_id,
-                    error=ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                ),
-            )
-            return
-        if request.epoch < role.epoch:
-            self._send(
-                sender,
-                FetchResponse(
-                    role.epoch,
-                    self.node_id,
-                    self.high_watermark,
-                    (),
-                    request.request_id,
-                    error=ErrorCode.FENCED_LEADER_EPOCH,
-                ),
-            )
-            return
-        progress = role.progress.get(sender)
-        if progress is None or progress.key != request.replica:
-            # A new replica, or a replaced disk: nothing it held before counts.
-            progress = ReplicaProgress(request.replica)
-            role.progress[sender] = progress
-        previous_fetch_ms = progress.last_fetch_ms
-        progress.last_fetch_ms = now_ms
-        role.fetched_this_epoch.add(sender)
-        role.parked.pop(sender, None)
-        if self._needs_snapshot(request) or self._diverging(request) is not None:
-            self._answer_fetch(role, request, now_ms)
-            return
-        # A valid fetch proves the fetcher's log equals ours below fetch_offset.
-        if request.fetch_offset > progress.end_offset:
-            progress.end_offset = request.fetch_offset
-        leader_end = self.log.end_offset()
-        if request.fetch_offset >= leader_end:
-            progress.last_caught_up_ms = now_ms
-        elif (
-            progress.leader_end_at_last_fetch is not None
-            and previous_fetch_ms is not None
-            and request.fetch_offset >= progress.leader_end_at_last_fetch
-        ):
-            progress.last_caught_up_ms = max(progress.last_caught_up_ms or 0, previous_fetch_ms)
-        progress.leader_end_at_last_fetch = leader_end
-        if sender in self.voters.ids:
-            self._advance_leader_high_watermark(role, now_ms)
-            if self.role is not role:
-                return  # our own removal committed and we resigned; the fetcher retries
-        nothing_new = request.fetch_offset >= self.log.end_offset()
-        if (
-            nothing_new
-            and request.max_wait_ms > 0
-            and progress.sent_high_watermark >= self.high_watermark
-        ):
-            role.parked[sender] = (request, now_ms + request.max_wait_ms)
-            return
-        self._answer_fetch(role, request, now_ms)
-
-    def _needs_snapshot(self, request: FetchRequest) -> bool:
-        start = self.log.start_offset()
-        snapshot = self.log.latest_snapshot()
-        if start == 0 or snapshot is None:
-            return False
-        if request.fetch_offset < start:
-            return True
-        # Kafka's validateOffsetAndEpoch: a fetcher at our log start whose last epoch is
-        # not the snapshot's, or whose last epoch is older than the snapshot's, diverged
-        # below the log start (end_offset_for_epoch cannot see that: it answers an epoch
-        # older than every held one with the start of the first held epoch).
-        if request.fetch_offset == start and request.last_fetched_epoch != snapshot.epoch:
-            return True
-        if request.last_fetched_epoch < snapshot.epoch:
-            return True
-        # An epoch we know nothing of means the fetcher diverged below our log start,
-        # where only the snapshot can repair it.
-        epoch, _ = self.log.end_offset_for_epoch(request.last_fetched_epoch)
-        return request.fetch_offset > 0 and epoch == UNDEFINED
-
-    def _diverging(self, request: FetchRequest) -> tuple[int, int] | None:
-        """None when (fetch_offset, last_fetched_epoch) is a prefix of our log."""
-        if request.fetch_offset == 0:
-            return None
-        epoch, end_offset = self.log.end_offset_for_epoch(request.last_fetched_epoch)
-        if epoch == request.last_fetched_epoch and end_offset >= request.fetch_offset:
-            return None
-        return (epoch, max(end_offset, 0))
-
-    def _answer_fetch(self, leader: LeaderState, request: FetchRequest, now_ms: int) -> None:
-        sender = request.replica.node_id
-        progress = leader.progress_of(sender)
-        base = FetchResponse(
-            leader.epoch, self.node_id, self.high_watermark, (), request.request_id
-        )
-        if self._needs_snapshot(request):
-            snapshot = self.log.latest_snapshot()
-            self._send(sender, dataclasses.replace(base, snapshot_id=snapshot))
-            return
-        diverging = self._diverging(request)
-        if diverging is not None:
-            epoch, end_offset = diverging
-            self._send(
-                sender,
-                dataclasses.replace(base, diverging_epoch=epoch, diverging_end_offset=end_offset),
-            )
-            return
-        entries = tuple(self.log.entries_from(request.fetch_offset, self.MAX_FETCH_ENTRIES))
-        progress.sent_high_watermark = self.high_watermark
-        self._send(sender, dataclasses.replace(base, entries=entries))
-
-    def _answer_parked(self, leader: LeaderState, now_ms: int) -> None:
-        parked, leader.parked = leader.parked, {}
-        for _, (request, _deadline) in sorted(parked.items()):
-            self._answer_fetch(leader, request, now_ms)
-
-    def _on_fetch_response(self, response: FetchResponse, now_ms: int) -> None:
-        fetching = self._fetching
-        if response.request_id != fetching.in_flight:
-            return  # stale, duplicated, or for a fetch we gave up on
-        fetching.in_flight = None
-        if response.epoch > self.epoch:
-            if response.leader is not None and response.leader != self.node_id:
-                self._become_follower(response.epoch, response.leader, now_ms)
-            else:
-                self._become_unattached(response.epoch, now_ms)
-                fetching.next_fetch_ms = now_ms + self.fetch_backoff_ms
-            return
-        role = self.role
-        # Unattached is the only role that both fetches and knows no leader: a Follower
-        # always has one, and the candidates' roles do not follow from a fetch answer.
-        if response.epoch < role.epoch or response.error != ErrorCode.NONE:
-            if (
-                response.epoch == role.epoch
-                and response.leader is not None
-                and response.leader != self.node_id
-                and isinstance(role, UnattachedState)
-            ):
-                self._become_follower(response.epoch, response.leader, now_ms)
-                return
-            fetching.next_fetch_ms = now_ms + self.fetch_backoff_ms
-            return
-        if response.leader is None or response.leader == self.node_id:
-            fetching.next_fetch_ms = now_ms + self.fetch_backoff_ms
-            return
-        if not isinstance(role, FollowerState) or role.leader != response.leader:
-            if isinstance(role, UnattachedState):
-                self._become_follower(response.epoch, response.leader, now_ms)
-            return
-        role.fetch_deadline_ms = now_ms + self.fetch_timeout_ms
-        role.last_leader_contact_ms = now_ms
-        if response.snapshot_id is not None:
-            role.snapshot_fetch = (response.snapshot_id, bytearray())
-            self._send_fetch(now_ms)
-            return
-        if response.diverging_epoch is not None:
-            self._truncate_to_diverging(response.diverging_epoch, response.diverging_end_offset)
-            self._send_fetch(now_ms)
-            return
-        if response.entries:
-            invariant(
-                response.entries[0].offset == self.log.end_offset(),
-                "fetched entries do not start at the log end",
-            )
-            self._append(response.entries)
-        self._set_high_watermark(min(response.high_watermark, self.log.end_offset()))
-        self._send_fetch(now_ms)
-
-    def _truncate_to_diverging(self, epoch: int, end_offset: int | None) -> None:
-        leader_end = end_offset if end_offset is not None else 0
-        local_epoch, local_end = self.log.end_offset_for_epoch(epoch)
-        target = leader_end if local_epoch == UNDEFINED else min(local_end, leader_end)
-        target = max(target, self.log.start_offset())
-        invariant(
-            target >= self.high_watermark,
-            f"node {self.node_id} truncating to {target} below its high watermark "
-            f"{self.high_watermark}",
-        )
-        self._truncate(target)
-
-    # ------------------------------------------------------------------ snapshots
-
-    def _on_fetch_snapshot_request(self, request: FetchSnapshotRequest, now_ms: int) -> None:
-        sender = request.replica.node_id
-
-        def answer(error: int, size: int = 0, chunk: bytes = b"") -> None:
-            role = self.role
-            leader = None if isinstance(role, ResignedState) else role.leader
-            self._send(
-                sender,
-                FetchSnapshotResponse(
-                    role.epoch,
-                    leader,
-                    request.snapshot_id,
-                    size,
-                    request.position,
-                    chunk,
-                    request.request_id,
-                    error,
-                ),
-            )
-
-        if request.epoch > self.epoch:
-            self._become_unattached(request.epoch, now_ms)
-        leader = self.role
-        if not isinstance(leader, LeaderState):
-            answer(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            return
-        if request.epoch < leader.epoch:
-            answer(ErrorCode.FENCED_LEADER_EPOCH)
-            return
-        progress = leader.progress.get(sender)
-        if progress is None or progress.key != request.replica:
-            progress = ReplicaProgress(request.replica)
-            leader.progress[sender] = progress
-        progress.last_fetch_ms = now_ms
-        leader.fetched_this_epoch.add(sender)
-        data = self.log.read_snapshot(request.snapshot_id)
-        if data is None:
-            answer(ErrorCode.SNAPSHOT_NOT_FOUND)
-            return
-        if not 0 <= request.position <= len(data):
-            answer(ErrorCode.POSITION_OUT_OF_RANGE, len(data))
-            return
-        size = min(request.max_bytes, self.SNAPSHOT_CHUNK_BYTES)
-        answer(ErrorCode.NONE, len(data), data[request.position : request.position + size])
-
-    def _on_fetch_snapshot_response(self, response: FetchSnapshotResponse, now_ms: int) -> None:
-        fetching = self._fetching
-        if response.request_id != fetching.in_flight:
-            return
-        fetching.in_flight = None
-        if response.epoch > self.epoch:
-            # The transfer in progress, if any, goes with the role it belongs to.
-            if response.leader is not None and response.leader != self.node_id:
-                self._become_follower(response.epoch, response.leader, now_ms)
-            else:
-                self._become_unattached(response.epoch, now_ms)
-            return
-        role = self.role
-        fetch = role.snapshot_fetch if isinstance(role, FollowerState) else None
-        if (
-            fetch is None
-            or not isinstance(role, FollowerState)
-            or response.epoch < role.epoch
-            or response.leader != role.leader
-            or response.snapshot_id != fetch[0]
-        ):
-            fetching.next_fetch_ms = now_ms + self.fetch_backoff_ms
-            return
-        if response.error != ErrorCode.NONE:
-            # The leader moved on to a newer snapshot (or lost this one): fetch again.
-            role.snapshot_fetch = None
-            fetching.next_fetch_ms = now_ms + self.fetch_backoff_ms
-            return
-        role.fetch_deadline_ms = now_ms + self.fetch_timeout_ms
-        role.last_leader_contact_ms = now_ms
-        snapshot_id, buffer = fetch
-        if response.position != len(buffer):
-            self._send_fetch(now_ms)
-            return
-        buffer += response.chunk
-        if len(buffer) < response.size:
-            self._send_fetch(now_ms)
-            return
-        self._install_snapshot(role, snapshot_id, bytes(buffer))
-        self._send_fetch(now_ms)
-
-    def _install_snapshot(
-        self, follower: FollowerState, snapshot_id: SnapshotId, data: bytes
-    ) -> None:
-        decode_snapshot(data)  # a damaged transfer must not replace the log
-        invariant(
-            snapshot_id.end_offset >= self.high_watermark,
-            f"snapshot {snapshot_id} below the high watermark {self.high_watermark}",
-        )
-        follower.snapshot_fetch = None
-        self.log.write_snapshot(snapshot_id, data)
-        self.log.reset_to_snapshot(snapshot_id)
-        self._log_generation += 1
-        self._flushed_end = self.log.end_offset()
-        self._load_voters()
-        self.high_watermark = snapshot_id.end_offset
-        self._ready.high_watermark = snapshot_id.end_offset
-        self._ready.committed = []
-        self._ready.snapshot = snapshot_id
-
 
 def _not_a_message(message: Never) -> NoReturn:
     raise InvariantError(f"step() was given a {type(message).__name__}, which is no Raft message")
-
-
-def _not_a_voter(key: ReplicaKey) -> VoterChangeOutcome:
-    return VoterChangeOutcome(
-        ErrorCode.VOTER_NOT_FOUND, f"{key.node_id}/{key.directory_id} is not a voter"
-    )

@@ -2,7 +2,7 @@
 
 :class:`QuorumDriver` owns one :class:`~odradek.raft.core.RaftNode` and does for it what
 the simulator does in tests: tick it, deliver messages to it, and carry out each
-:class:`~odradek.raft.core.Ready` in the order the core demands (persist the quorum
+:class:`~odradek.raft.ready.Ready` in the order the core demands (persist the quorum
 state, then send, then apply; flush the log when it can, then tell the core).
 Requests to other nodes go out on
 :class:`~odradek.shell.peer_client.PeerConnection`; requests from them arrive through
@@ -45,7 +45,7 @@ from odradek.protocol.messages.update_raft_voter_request import Listener as Upda
 from odradek.protocol.metadata import NoOpRecord
 from odradek.protocol.metadata_record import encode_metadata_record
 from odradek.raft import wire
-from odradek.raft.core import QuorumState, RaftNode, Ready, State
+from odradek.raft.core import RaftNode, State
 from odradek.raft.disk_log import DiskRaftLog
 from odradek.raft.log import Entry, RaftLog, SnapshotId
 from odradek.raft.messages import (
@@ -59,6 +59,7 @@ from odradek.raft.messages import (
     bootstrap_index,
 )
 from odradek.raft.quorum_file import QuorumStateFile, StoredQuorumState
+from odradek.raft.ready import QuorumState, Ready
 from odradek.raft.voters import ReplicaKey, Voter, VoterEndpoint, VoterSet
 from odradek.shell.clock import monotonic_ms
 from odradek.shell.peer_client import PeerConnection, PeerPool, PeerUnavailable

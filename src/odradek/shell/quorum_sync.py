@@ -15,10 +15,10 @@ import queue
 import threading
 from dataclasses import dataclass
 
-from odradek.raft.core import LogFlush
 from odradek.raft.disk_log import DiskRaftLog
 from odradek.raft.log import RaftLog
 from odradek.raft.quorum_file import QuorumStateFile, StoredQuorumState
+from odradek.raft.ready import LogFlush
 from odradek.storage.log import FlushTicket
 
 

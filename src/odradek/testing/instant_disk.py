@@ -11,8 +11,9 @@ the production :class:`~odradek.raft.core.RaftNode`.
 
 from __future__ import annotations
 
-from odradek.raft.core import LogFlush, RaftNode, Ready
+from odradek.raft.core import RaftNode
 from odradek.raft.messages import Message
+from odradek.raft.ready import LogFlush, Ready
 
 
 def merge(first: Ready, then: Ready) -> Ready:

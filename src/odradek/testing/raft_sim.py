@@ -67,9 +67,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from odradek.protocol.record_batch import ControlType
-from odradek.raft.core import LogFlush, QuorumState, RaftNode, Ready, State
+from odradek.raft.core import RaftNode, State
 from odradek.raft.log import Entry
 from odradek.raft.messages import Message, bootstrap_index
+from odradek.raft.ready import LogFlush, QuorumState, Ready
 from odradek.raft.snapshot import BOOTSTRAP_SNAPSHOT_ID, bootstrap_snapshot
 from odradek.raft.voters import ZERO_DIRECTORY, Voter, VoterEndpoint, VoterSet
 from odradek.testing.raft_swarm import DRIVERS, SCENARIOS, Config, StateMachine, swarm
