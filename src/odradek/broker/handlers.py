@@ -10,6 +10,7 @@ DescribeQuorum) and returns the routes the shell registers on the broker listene
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from odradek.broker import (
@@ -76,69 +77,60 @@ def broker_routes(
     block of producer ids (a new, empty one by default)."""
     producer_ids = producer_ids if producer_ids is not None else ProducerIds()
     routes: list[Route] = [
-        (
-            MetadataRequest.API_KEY,
-            topics.METADATA_VERSIONS,
-            lambda h, b: topics.handle_metadata(s, h, b),
-        ),
+        (MetadataRequest.API_KEY, topics.METADATA_VERSIONS, partial(topics.handle_metadata, s)),
         (
             CreateTopicsRequest.API_KEY,
             topics.CREATE_TOPICS_VERSIONS,
-            lambda h, b: topics.handle_create_topics(s, h, b),
+            partial(topics.handle_create_topics, s),
         ),
         (
             DeleteTopicsRequest.API_KEY,
             topics.DELETE_TOPICS_VERSIONS,
-            lambda h, b: topics.handle_delete_topics(s, h, b),
+            partial(topics.handle_delete_topics, s),
         ),
-        (
-            ProduceRequest.API_KEY,
-            produce.VERSIONS,
-            lambda h, b: produce.handle_produce(s, h, b),
-        ),
-        (FetchRequest.API_KEY, fetch.VERSIONS, lambda h, b: fetch.handle_fetch(s, h, b)),
+        (ProduceRequest.API_KEY, produce.VERSIONS, partial(produce.handle_produce, s)),
+        (FetchRequest.API_KEY, fetch.VERSIONS, partial(fetch.handle_fetch, s)),
         (
             ListOffsetsRequest.API_KEY,
             list_offsets.VERSIONS,
-            lambda h, b: list_offsets.handle_list_offsets(s, h, b),
+            partial(list_offsets.handle_list_offsets, s),
         ),
         (
             DescribeClusterRequest.API_KEY,
             cluster.DESCRIBE_CLUSTER_VERSIONS,
-            lambda h, b: cluster.handle_describe_cluster(s, h, b),
+            partial(cluster.handle_describe_cluster, s),
         ),
         (
             CreatePartitionsRequest.API_KEY,
             partitions_admin.CREATE_PARTITIONS_VERSIONS,
-            lambda h, b: partitions_admin.handle_create_partitions(s, h, b),
+            partial(partitions_admin.handle_create_partitions, s),
         ),
         (
             DeleteRecordsRequest.API_KEY,
             partitions_admin.DELETE_RECORDS_VERSIONS,
-            lambda h, b: partitions_admin.handle_delete_records(s, server, h, b),
+            partial(partitions_admin.handle_delete_records, s, server),
         ),
         (
             DescribeConfigsRequest.API_KEY,
             config_requests.DESCRIBE_CONFIGS_VERSIONS,
-            lambda h, b: config_requests.handle_describe_configs(s, server, h, b),
+            partial(config_requests.handle_describe_configs, s, server),
         ),
         (
             AlterConfigsRequest.API_KEY,
             config_requests.ALTER_CONFIGS_VERSIONS,
-            lambda h, b: config_requests.handle_alter_configs(s, server, h, b),
+            partial(config_requests.handle_alter_configs, s, server),
         ),
         (
             IncrementalAlterConfigsRequest.API_KEY,
             config_requests.INCREMENTAL_ALTER_CONFIGS_VERSIONS,
-            lambda h, b: config_requests.handle_incremental_alter_configs(s, server, h, b),
+            partial(config_requests.handle_incremental_alter_configs, s, server),
         ),
         (
             FindCoordinatorRequest.API_KEY,
             groups.FIND_COORDINATOR_VERSIONS,
-            lambda h, b: groups.handle_find_coordinator(
+            partial(
+                groups.handle_find_coordinator,
                 s,
-                h,
-                b,
                 offsets_topic_num_partitions=offsets_topic_num_partitions,
                 offsets_topic_replication_factor=offsets_topic_replication_factor,
             ),
@@ -146,39 +138,37 @@ def broker_routes(
         (
             OffsetForLeaderEpochRequest.API_KEY,
             offset_for_leader_epoch.VERSIONS,
-            lambda h, b: offset_for_leader_epoch.handle_offset_for_leader_epoch(s, h, b),
+            partial(offset_for_leader_epoch.handle_offset_for_leader_epoch, s),
         ),
         (
             ElectLeadersRequest.API_KEY,
             elect_leaders.VERSIONS,
-            lambda h, b: elect_leaders.handle_elect_leaders(s, h, b),
+            partial(elect_leaders.handle_elect_leaders, s),
         ),
         (
             InitProducerIdRequest.API_KEY,
             init_producer_id.VERSIONS,
-            lambda h, b: init_producer_id.handle_init_producer_id(s, producer_ids, h, b),
+            partial(init_producer_id.handle_init_producer_id, s, producer_ids),
         ),
-    ]
-    routes += [
         (
             AlterPartitionReassignmentsRequest.API_KEY,
             reassignments.ALTER_VERSIONS,
-            lambda h, b: reassignments.handle_alter_partition_reassignments(s, h, b),
+            partial(reassignments.handle_alter_partition_reassignments, s),
         ),
         (
             ListPartitionReassignmentsRequest.API_KEY,
             reassignments.LIST_VERSIONS,
-            lambda h, b: reassignments.handle_list_partition_reassignments(s, h, b),
+            partial(reassignments.handle_list_partition_reassignments, s),
         ),
         (
             UnregisterBrokerRequest.API_KEY,
             reassignments.UNREGISTER_VERSIONS,
-            lambda h, b: reassignments.handle_unregister_broker(s, h, b),
+            partial(reassignments.handle_unregister_broker, s),
         ),
         (
             DescribeLogDirsRequest.API_KEY,
             reassignments.DESCRIBE_LOG_DIRS_VERSIONS,
-            lambda h, b: reassignments.handle_describe_log_dirs(s, h, b),
+            partial(reassignments.handle_describe_log_dirs, s),
         ),
     ]
     routes += [
