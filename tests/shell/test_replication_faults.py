@@ -12,6 +12,7 @@ import errno
 from odradek.protocol.messages import FetchResponse
 from odradek.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
 from odradek.protocol.record_batch import Record, encode_batch
+from odradek.replication.fetch_session import Answer
 from odradek.shell.clock import monotonic_ms
 from odradek.shell.replication import NodeControllerChannel, NodeStorage, ReplicationService
 from odradek.shell.supervisor import Supervisor
@@ -47,8 +48,9 @@ def test_bad_records_and_disk_errors_touch_only_their_partition() -> None:
         for index in (0, 1, 2):
             service.new_role(h.partition("t", index), images[index], 0)
         service._fetchers.pop(LEADER).cancel()  # the test plays the fetcher's loop
+        held = service._awaits_loss_record  # the shell holds these back
 
-        fetches = service.next_fetches(LEADER, 0, set())
+        fetches = service.manager.next_fetches(LEADER, 0, set(), held)
         assert set(fetches) == {("t", 0), ("t", 1), ("t", 2)}
         garbage = bytearray(_batch(0))
         garbage[-1] ^= 0xFF  # the CRC no longer matches
@@ -65,7 +67,9 @@ def test_bad_records_and_disk_errors_touch_only_their_partition() -> None:
                 )
             ],
         )
-        flush = service._apply_fetch(fetches, response)
+        flush = service._carry_out_all(
+            service.manager.apply_fetch(fetches, response, Answer.FULL, monotonic_ms())
+        )
         # Partition 0 appended and asks for its flush; 1 appended nothing; 2 is offline.
         assert flush == {("t", 0): 2}
         assert h.partition("t", 0).log.log_end_offset == 2
@@ -74,7 +78,7 @@ def test_bad_records_and_disk_errors_touch_only_their_partition() -> None:
         assert h.partition("t", 2).log.offline is not None
         # After its backoff partition 1 is fetched again from the same offset; the
         # offline partition 2 never again: its log end may not be on its disk.
-        later = service.next_fetches(LEADER, monotonic_ms() + 5_000, set())
+        later = service.manager.next_fetches(LEADER, monotonic_ms() + 5_000, set(), held)
         assert set(later) == {("t", 0), ("t", 1)}
         assert later[("t", 1)][1].fetch_offset == 0
 

@@ -43,6 +43,7 @@ def test_a_replica_that_dropped_records_waits_for_its_report_before_fetching_aga
             service.new_role(h.partition("t", index), partitions[index], 6)
         # Only the state matters here, not a fetcher talking to a leader.
         service._fetchers.pop(LEADER).cancel()
+        held = service._awaits_loss_record  # the shell holds these back
 
         # Partition 0 truncates below its high watermark (an unclean election): a loss.
         dropped = h.partition("t", 0)
@@ -55,10 +56,11 @@ def test_a_replica_that_dropped_records_waits_for_its_report_before_fetching_aga
             ("t", 0, 3, 6)
         ]
         # Until the controller has it, only the other partition is fetched.
-        assert set(service.next_fetches(LEADER, 0, set())) == {("t", 1)}
-        assert set(service.next_fetches(LEADER, 0, set())) == set()  # ("t", 1) in flight
+        assert set(service.manager.next_fetches(LEADER, 0, set(), held)) == {("t", 1)}
+        in_flight = service.manager.next_fetches(LEADER, 0, set(), held)
+        assert set(in_flight) == set()  # ("t", 1) is in flight
         recorded.set()
-        fetches = service.next_fetches(LEADER, 0, set())
+        fetches = service.manager.next_fetches(LEADER, 0, set(), held)
         assert set(fetches) == {("t", 0)}
         assert fetches[("t", 0)][1].fetch_offset == 3
 

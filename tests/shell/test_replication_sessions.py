@@ -36,10 +36,13 @@ def test_the_fetcher_names_only_what_moved_and_refetches_what_was_left_out() -> 
         for index in (0, 1):
             service.new_role(h.partition("t", index), partitions[index], 0)
         service._fetchers.pop(LEADER).cancel()  # the test plays the fetcher's loop
+        held = service._awaits_loss_record  # the shell holds these back
         session = FetchSessionHandler()
 
-        fetches = service.next_fetches(LEADER, 0, set())
-        request, asked = service._fetch_request(fetches, 500, 1 << 20, set(), session)
+        fetches = service.manager.next_fetches(LEADER, 0, set(), held)
+        request, asked = service.manager.fetch_request(
+            fetches, service.broker_epoch(), session, set(), wait_ms=500, max_bytes=1 << 20
+        )
         assert (request.session_id, request.session_epoch) == (0, 0)
         assert [p.partition for t in request.topics for p in t.partitions] == [0, 1]
         full = FetchResponse(
@@ -56,30 +59,37 @@ def test_the_fetcher_names_only_what_moved_and_refetches_what_was_left_out() -> 
         )
         answer = session.on_answer(asked, full.error_code, full.session_id)
         assert answer is Answer.FULL
-        service._apply_fetch(fetches, full, answer)
+        service._carry_out_all(service.manager.apply_fetch(fetches, full, answer, monotonic_ms()))
 
         # Nothing moved: the incremental request names nothing, and its empty answer
         # leaves both partitions ready to fetch again at once.
-        fetches = service.next_fetches(LEADER, 0, set())
-        request, asked = service._fetch_request(fetches, 500, 1 << 20, set(), session)
+        fetches = service.manager.next_fetches(LEADER, 0, set(), held)
+        request, asked = service.manager.fetch_request(
+            fetches, service.broker_epoch(), session, set(), wait_ms=500, max_bytes=1 << 20
+        )
         assert (request.session_id, request.session_epoch) == (SESSION, 1)
         assert request.topics == [] and request.forgotten_topics_data == []
         empty = FetchResponse(session_id=SESSION)
         answer = session.on_answer(asked, empty.error_code, empty.session_id)
         assert answer is Answer.INCREMENTAL
-        service._apply_fetch(fetches, empty, answer)
-        again = service.next_fetches(LEADER, 0, set())
+        service._carry_out_all(service.manager.apply_fetch(fetches, empty, answer, monotonic_ms()))
+        again = service.manager.next_fetches(LEADER, 0, set(), held)
         assert set(again) == {("t", 0), ("t", 1)}
 
         # The same empty answer read as a full one is two failed fetches: both pause.
-        service._apply_fetch(again, empty, Answer.FULL)
-        assert service.next_fetches(LEADER, 0, set()) == {}
+        service._carry_out_all(
+            service.manager.apply_fetch(again, empty, Answer.FULL, monotonic_ms())
+        )
+        assert service.manager.next_fetches(LEADER, 0, set(), held) == {}
 
         # Partition 1 appended records: the next request names it alone, at its new end.
         h.append("t", 1, batches=1, records=3)
-        fetches = service.next_fetches(LEADER, monotonic_ms() + 5_000, set())  # after the pause
+        after_the_pause = monotonic_ms() + 5_000
+        fetches = service.manager.next_fetches(LEADER, after_the_pause, set(), held)
         assert set(fetches) == {("t", 0), ("t", 1)}
-        request, asked = service._fetch_request(fetches, 500, 1 << 20, set(), session)
+        request, asked = service.manager.fetch_request(
+            fetches, service.broker_epoch(), session, set(), wait_ms=500, max_bytes=1 << 20
+        )
         named = [(p.partition, p.fetch_offset) for t in request.topics for p in t.partitions]
         assert named == [(1, 3)] and request.session_epoch == 2
 

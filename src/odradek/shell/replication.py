@@ -41,13 +41,11 @@ from odradek.controller.image import CONFIG_RESOURCE_BROKER, PartitionImage
 from odradek.controller.unclean_history import LossReport, truncation_loss
 from odradek.core.errors import LogOfflineError, RemoteProtocolError
 from odradek.protocol.error_codes import ErrorCode
-from odradek.protocol.messages import AlterPartitionResponse, FetchRequest
+from odradek.protocol.messages import AlterPartitionResponse
 from odradek.protocol.messages.fetch_response import PartitionData as FetchResponsePartition
-from odradek.replication.fetch_session import Answer, FetchSessionHandler, SessionRequest
 from odradek.replication.follower import (
     FollowerAction,
     FollowerDecision,
-    FollowerFetch,
     FollowerRegistrationAction,
     PartitionFollower,
 )
@@ -365,13 +363,6 @@ class ReplicationService:
                 for key in await self.await_flush(flush_offsets):
                     log.error("%s-%d: not durable here; no longer fetched", *key)
 
-    def next_fetches(
-        self, leader_id: int, now: int, throttled: set[tuple[str, int]]
-    ) -> dict[tuple[str, int], tuple[LocalPartition, FollowerFetch]]:
-        """What the next fetch from ``leader_id`` asks for (``ReplicaManager.next_fetches``),
-        holding back every partition that waits for its loss report to be recorded."""
-        return self.manager.next_fetches(leader_id, now, throttled, self._awaits_loss_record)
-
     def _awaits_loss_record(self, key: tuple[str, int]) -> bool:
         recorded = self._loss_unrecorded.get(key)
         if recorded is None:
@@ -402,31 +393,6 @@ class ReplicationService:
             for index, p in topic.partitions.items()
             if self.node_id in p.adding_replicas
         }
-
-    def _fetch_request(
-        self,
-        fetches: dict[tuple[str, int], tuple[LocalPartition, FollowerFetch]],
-        wait_ms: int,
-        max_bytes: int,
-        throttled: set[tuple[str, int]],
-        session: FetchSessionHandler,
-    ) -> tuple[FetchRequest, SessionRequest]:
-        """The Fetch for ``fetches`` in ``session`` (``ReplicaManager.fetch_request``)."""
-        return self.manager.fetch_request(
-            fetches, self.broker_epoch(), session, throttled, wait_ms=wait_ms, max_bytes=max_bytes
-        )
-
-    def _apply_fetch(
-        self,
-        fetches: dict[tuple[str, int], tuple[LocalPartition, FollowerFetch]],
-        response: Any,
-        answer: Answer = Answer.FULL,
-    ) -> dict[tuple[str, int], int]:
-        """Carry out each partition's decision; the offsets to flush before the next fetch.
-        ``answer`` says what a partition left out of the response means."""
-        return self._carry_out_all(
-            self.manager.apply_fetch(fetches, response, answer, monotonic_ms())
-        )
 
     def _carry_out_all(
         self, fetched: list[FetchedPartition[LocalPartition]]
