@@ -55,7 +55,7 @@ def test_stop_ends_the_thread() -> None:
     async def scenario() -> None:
         sync = SyncThread()
         await sync.run([])
-        thread = sync._thread
+        thread = sync._worker._thread
         assert thread is not None and thread.is_alive()
         sync.stop()
         thread.join(timeout=5)

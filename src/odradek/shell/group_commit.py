@@ -19,15 +19,14 @@ topic deletion): :attr:`GroupCommit.io_lock` is held, and those owners take it t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import queue
-import threading
 from collections.abc import Callable, Iterable
+from functools import partial
 
 from odradek.broker.partition import LocalPartition
 from odradek.core.errors import LogOfflineError
 from odradek.shell.clock import now_ms
+from odradek.shell.worker_thread import WorkerThread
 from odradek.storage.log import FlushTicket
 
 log = logging.getLogger("odradek.node")
@@ -165,65 +164,20 @@ class GroupCommit:
 
 
 class SyncThread:
-    """The thread that runs each group commit's fsyncs while the event loop goes on.
-
-    One long-lived thread fed by a queue: handing it a flush costs a queue put and, when
-    done, one ``call_soon_threadsafe``, where ``asyncio.to_thread`` builds an executor
-    future, a work item and a chained asyncio future for every flush. The follower's
-    flush is on the path of every acks=all produce, so the handoff counts.
-    """
+    """The thread that runs each group commit's fsyncs while the event loop goes on (a
+    :class:`~odradek.shell.worker_thread.WorkerThread`): the failures come back by
+    ticket, and a bug in a ticket is raised in the flusher."""
 
     def __init__(self) -> None:
-        self._jobs: queue.SimpleQueue[_SyncJob | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        self._worker = WorkerThread("odradek-fsync")
 
     async def run(self, tickets: list[tuple[LocalPartition, FlushTicket]]) -> dict[int, OSError]:
         """Run the tickets' fsyncs on the thread; the failures by ticket id."""
-        loop = asyncio.get_running_loop()
-        if self._thread is None:
-            self._thread = threading.Thread(target=self._work, name="odradek-fsync", daemon=True)
-            self._thread.start()
-        future: asyncio.Future[dict[int, OSError]] = loop.create_future()
-        self._jobs.put((tickets, loop, future))
-        return await future
+        return await self._worker.run(partial(_run_tickets, tickets))
 
     def stop(self) -> None:
         """Let the thread end once the job it runs (if any) is done."""
-        if self._thread is not None:
-            self._jobs.put(None)
-            self._thread = None
-
-    def _work(self) -> None:
-        while True:
-            job = self._jobs.get()
-            if job is None:
-                return
-            tickets, loop, future = job
-            outcome: dict[int, OSError] | BaseException
-            try:
-                outcome = _run_tickets(tickets)
-            except BaseException as e:  # handed to the waiting coroutine, which raises it
-                outcome = e
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(_settle, future, outcome)
-
-
-_SyncJob = tuple[
-    list[tuple[LocalPartition, FlushTicket]],
-    asyncio.AbstractEventLoop,
-    "asyncio.Future[dict[int, OSError]]",
-]
-
-
-def _settle(
-    future: asyncio.Future[dict[int, OSError]], outcome: dict[int, OSError] | BaseException
-) -> None:
-    if future.done():
-        return  # the flusher was cancelled (the node is stopping)
-    if isinstance(outcome, BaseException):
-        future.set_exception(outcome)
-    else:
-        future.set_result(outcome)
+        self._worker.stop()
 
 
 def _run_tickets(tickets: list[tuple[LocalPartition, FlushTicket]]) -> dict[int, OSError]:

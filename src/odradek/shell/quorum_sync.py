@@ -10,15 +10,15 @@ page cache) while an fsync runs, and the next fsync covers all of it (group comm
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import queue
 import threading
 from dataclasses import dataclass
+from functools import partial
 
 from odradek.raft.disk_log import DiskRaftLog
 from odradek.raft.log import RaftLog
 from odradek.raft.quorum_file import QuorumStateFile, StoredQuorumState
 from odradek.raft.ready import LogFlush
+from odradek.shell.worker_thread import WorkerThread
 from odradek.storage.log import FlushTicket
 
 
@@ -55,11 +55,8 @@ class QuorumSync:
         self.io_lock = threading.Lock()
         if isinstance(raft_log, DiskRaftLog):
             raft_log.io_lock = self.io_lock
-        self._jobs: queue.SimpleQueue[tuple[SyncJob, asyncio.AbstractEventLoop] | None] = (
-            queue.SimpleQueue()
-        )
+        self._worker = WorkerThread("odradek-raft-fsync")
         self._done: asyncio.Queue[SyncJob] = asyncio.Queue()
-        self._thread: threading.Thread | None = None
         self._running = False
         self._state: StoredQuorumState | None = None
         self._flush: LogFlush | None = None
@@ -87,7 +84,6 @@ class QuorumSync:
         """Start a job for what was asked, unless one runs (its end starts the next)."""
         if self._closed or self._running or (self._state is None and self._flush is None):
             return
-        loop = asyncio.get_running_loop()
         flush, self._flush = self._flush, None
         state, self._state = self._state, None
         # Free: no job runs, and the loop takes it only inside a synchronous call. The
@@ -103,14 +99,9 @@ class QuorumSync:
             self.io_lock.release()
             raise
         job = SyncJob(state, self.state_asked if state is not None else 0, flush, ticket)
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._work, name="odradek-raft-fsync", daemon=True
-            )
-            self._thread.start()
         self._running = True
         self.jobs += 1
-        self._jobs.put((job, loop))
+        self._worker.submit(partial(self._run, job), partial(self._ran, job))
 
     async def finished(self) -> SyncJob:
         """The next job done (in the order they ran). The caller then kicks again."""
@@ -129,28 +120,26 @@ class QuorumSync:
     def stop(self) -> None:
         """Nothing more is started; the thread ends after the job it runs, if any."""
         self._closed = True
-        if self._thread is not None:
-            self._jobs.put(None)
-            self._thread = None
+        self._worker.stop()
 
-    def _work(self) -> None:
-        while True:
-            item = self._jobs.get()
-            if item is None:
-                return
-            job, loop = item
-            try:
-                if job.state is not None:
-                    self._state_file.write(job.state)
-                if job.ticket is not None:
-                    job.ticket.run()
-                elif job.flush is not None:
-                    self._log.flush()
-            except OSError as e:
-                job.error = e
-            except BaseException as e:  # a bug: the loop's syncer raises it (fatal)
-                job.bug = e
-            finally:
-                self.io_lock.release()
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(self._done.put_nowait, job)
+    def _run(self, job: SyncJob) -> None:
+        """On the thread: the job's writes; an OSError makes the log unusable."""
+        try:
+            if job.state is not None:
+                self._state_file.write(job.state)
+            if job.ticket is not None:
+                job.ticket.run()
+            elif job.flush is not None:
+                self._log.flush()
+        except OSError as e:
+            job.error = e
+        finally:
+            self.io_lock.release()
+
+    def _ran(self, job: SyncJob, outcome: object, failed: bool) -> None:
+        """On the loop: the job is done; anything but an OSError is a bug, raised by
+        :meth:`finished`."""
+        if failed:
+            assert isinstance(outcome, BaseException)
+            job.bug = outcome
+        self._done.put_nowait(job)

@@ -20,74 +20,38 @@ memory decompression takes to one buffer, whatever the number of producers.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import queue
 import threading
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from odradek.protocol.record_batch import DecompressBuffer
+from odradek.shell.worker_thread import WorkerThread
 
 __all__ = ["RecordCheckThread"]
 
-_Job = tuple[Callable[[DecompressBuffer], Any], asyncio.AbstractEventLoop, "asyncio.Future[Any]"]
-
 
 class RecordCheckThread:
-    """Runs record checks on one thread, each with the thread's decompression buffer.
-
-    Handing a check over costs a queue put and one ``call_soon_threadsafe`` when it is
-    done (as :class:`~odradek.shell.group_commit.SyncThread` does for fsyncs), less than
-    ``asyncio.to_thread`` with its executor future and chained asyncio future.
-    """
+    """Runs record checks on one thread, each with the thread's decompression buffer
+    (a :class:`~odradek.shell.worker_thread.WorkerThread`)."""
 
     def __init__(self, decompress_limit: int) -> None:
         self._decompress_limit = decompress_limit
-        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        self._worker = WorkerThread("odradek-records")
+        # The buffer belongs to the thread that uses it: a thread started after stop()
+        # makes its own.
+        self._local = threading.local()
 
     async def run(self, check: Callable[[DecompressBuffer], Any]) -> Any:
         """``check(buffer)`` on the thread; its result, or the exception it raised."""
-        loop = asyncio.get_running_loop()
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._work, args=(self._jobs,), name="odradek-records", daemon=True
-            )
-            self._thread.start()
-        future: asyncio.Future[Any] = loop.create_future()
-        self._jobs.put((check, loop, future))
-        return await future
+        return await self._worker.run(partial(self._check, check))
 
     def stop(self) -> None:
         """Let the thread end once the check it runs (if any) is done."""
-        if self._thread is not None:
-            self._jobs.put(None)
-            self._thread = None
-            # A later run starts a new thread with a queue of its own.
-            self._jobs = queue.SimpleQueue()
+        self._worker.stop()
 
-    def _work(self, jobs: queue.SimpleQueue[_Job | None]) -> None:
-        buffer = DecompressBuffer(self._decompress_limit)
-        while True:
-            job = jobs.get()
-            if job is None:
-                return
-            check, loop, future = job
-            outcome: Any
-            failed = False
-            try:
-                outcome = check(buffer)
-            except BaseException as e:  # handed to the waiting coroutine, which raises it
-                outcome, failed = e, True
-            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-                loop.call_soon_threadsafe(_settle, future, outcome, failed)
-
-
-def _settle(future: asyncio.Future[Any], outcome: Any, failed: bool) -> None:
-    if future.done():
-        return  # the waiting request was cancelled (the node is stopping)
-    if failed:
-        future.set_exception(outcome)
-    else:
-        future.set_result(outcome)
+    def _check(self, check: Callable[[DecompressBuffer], Any]) -> Any:
+        buffer: DecompressBuffer | None = getattr(self._local, "buffer", None)
+        if buffer is None:
+            buffer = self._local.buffer = DecompressBuffer(self._decompress_limit)
+        return check(buffer)
