@@ -76,7 +76,14 @@ from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import ApiVersionsRequest, FetchRequest, ProduceRequest
 from odradek.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from odradek.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
-from odradek.protocol.record_batch import Compression, Record, encode_batch, iter_batches
+from odradek.protocol.record_batch import (
+    Compression,
+    iter_batches,
+)
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
 
 LOOPBACK = "127.0.0.1"
 KiB = 1024

@@ -43,7 +43,14 @@ from odradek.protocol.messages.produce_request import (
     TopicProduceData,
 )
 from odradek.protocol.primitives import Writer
-from odradek.protocol.record_batch import Record, encode_batch, set_base_offset, validate_batches
+from odradek.protocol.record_batch import (
+    set_base_offset,
+    validate_batches,
+)
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
 
 VERSION = 9
 

@@ -29,17 +29,23 @@ from collections.abc import Callable
 import cramjam
 import crc32c
 
+from odradek.protocol.compression import (
+    DecompressBuffer,
+)
 from odradek.protocol.record_batch import (
     ATTRIBUTES_OFFSET,
     RECORDS_OFFSET,
     Compression,
-    DecompressBuffer,
-    Record,
-    encode_batch,
-    scan_records,
     set_base_offset,
     validate_batch,
     validate_batches,
+)
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
+from odradek.protocol.record_scan import (
+    scan_records,
 )
 from odradek.shell.record_check import RecordCheckThread
 

@@ -53,7 +53,10 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from odradek.protocol.record_batch import Record, encode_batch
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
 from odradek.shell.real_fs import RealFileSystem
 from odradek.storage.log import LogConfig
 from odradek.storage.log_dir import LogDir

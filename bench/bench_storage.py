@@ -42,7 +42,10 @@ from typing import TYPE_CHECKING
 
 import crc32c
 
-from odradek.protocol.record_batch import Record, encode_batch
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
 from odradek.shell.real_fs import RealFileSystem
 from odradek.storage.log import LogConfig, PartitionLog
 

@@ -38,7 +38,10 @@ from odradek.protocol.metadata import (
 )
 from odradek.protocol.metadata.register_broker_record import BrokerEndpoint
 from odradek.protocol.metadata_record import decode_metadata_record, encode_metadata_record
-from odradek.protocol.record_batch import Record, encode_batch
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
 from odradek.storage.log import LogConfig, PartitionLog, partition_dir_name
 from odradek.testing.sim_disk import SimDisk
 

@@ -27,6 +27,12 @@ from odradek.controller.image import MetadataImage
 from odradek.core.errors import LogOfflineError
 from odradek.protocol import record_batch as rb
 from odradek.protocol.api import RequestHeader
+from odradek.protocol.compression import (
+    DecompressBuffer,
+)
+from odradek.protocol.control_batch import (
+    encode_control_batch,
+)
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import (
     CreateTopicsRequest,
@@ -43,14 +49,14 @@ from odradek.protocol.messages.produce_request import PartitionProduceData, Topi
 from odradek.protocol.metadata import ConfigRecord
 from odradek.protocol.record_batch import (
     Compression,
-    DecompressBuffer,
-    Record,
     TimestampType,
-    decode_records,
-    encode_batch,
-    encode_control_batch,
     iter_batches,
     validate_batch,
+)
+from odradek.protocol.record_codec import (
+    Record,
+    decode_records,
+    encode_batch,
 )
 from odradek.storage.log import LogConfig, PartitionLog
 from odradek.testing.sim_disk import SimDisk

@@ -5,7 +5,13 @@ forever on a node that runs for long; one that wrote since is kept."""
 from __future__ import annotations
 
 from odradek.broker.partition import LocalPartition, expire_producers
-from odradek.protocol.record_batch import Record, encode_batch, validate_batches
+from odradek.protocol.record_batch import (
+    validate_batches,
+)
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
 from tests.broker.harness import new_harness
 
 DAY_MS = 86_400_000

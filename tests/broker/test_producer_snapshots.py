@@ -17,7 +17,9 @@ import pytest
 
 from odradek.broker.partition import LocalPartition, load_producer_state
 from odradek.protocol.error_codes import ErrorCode
-from odradek.protocol.record_batch import iter_batches
+from odradek.protocol.record_batch import (
+    iter_batches,
+)
 from odradek.storage.log import LogConfig, PartitionLog
 from odradek.storage.producer_snapshot import list_snapshots, read_snapshot
 from odradek.testing.sim_disk import PowerLoss, SimDisk

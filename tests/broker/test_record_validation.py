@@ -13,6 +13,9 @@ from odradek.broker.record_validation import (
     problem_error_code,
     set_timestamps,
 )
+from odradek.protocol.compression import (
+    DecompressBuffer,
+)
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.record_batch import (
     BAD_CRC,
@@ -23,11 +26,12 @@ from odradek.protocol.record_batch import (
     TRUNCATED,
     BatchHeader,
     Compression,
-    DecompressBuffer,
-    Record,
     TimestampType,
-    encode_batch,
     validate_batches,
+)
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
 )
 
 NOW = 1_700_000_000_000

@@ -30,7 +30,9 @@ from odradek.broker.topic_config import (
 )
 from odradek.controller.image import CONFIG_RESOURCE_BROKER, CONFIG_RESOURCE_TOPIC
 from odradek.core.errors import ConfigError
-from odradek.protocol.record_batch import TimestampType
+from odradek.protocol.record_batch import (
+    TimestampType,
+)
 from odradek.storage.log import LogConfig
 
 BASE = {

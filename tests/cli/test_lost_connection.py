@@ -38,7 +38,10 @@ from odradek.protocol.messages import describe_configs_response as dcr
 from odradek.protocol.messages import describe_quorum_response as dq
 from odradek.protocol.messages import metadata_response as md
 from odradek.protocol.messages.request_header import RequestHeader
-from odradek.protocol.record_batch import Record, encode_batch
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
 from odradek.raft.wire import METADATA_PARTITION, METADATA_TOPIC
 from tests.cli.broker_stub import HANG, STOP, StubBroker
 from tests.cli.test_quarantine_cli import ENTRY, make_entry

@@ -14,12 +14,16 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.cli.main import main
+from odradek.protocol.control_batch import (
+    encode_control_batch,
+)
 from odradek.protocol.record_batch import (
     Compression,
     ControlType,
+)
+from odradek.protocol.record_codec import (
     Record,
     encode_batch,
-    encode_control_batch,
 )
 from odradek.shell.real_fs import RealFileSystem
 from odradek.storage import quarantine as store

@@ -14,7 +14,9 @@ from click.testing import CliRunner
 
 from odradek.cli.main import main
 from odradek.cli.ports import free_port
-from odradek.protocol.record_batch import ControlType
+from odradek.protocol.record_batch import (
+    ControlType,
+)
 from odradek.raft.disk_log import DiskRaftLog, metadata_log_directory
 from odradek.raft.log import Entry
 from odradek.raft.quorum_file import QuorumStateFile, StoredQuorumState

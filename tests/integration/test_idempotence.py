@@ -22,7 +22,10 @@ from odradek.protocol.messages import (
 from odradek.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 from odradek.protocol.messages.metadata_request import MetadataRequestTopic
 from odradek.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
-from odradek.protocol.record_batch import Record, encode_batch
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
 from tests.integration.nodes import NodeProcess
 
 pytestmark = pytest.mark.clients

@@ -32,7 +32,13 @@ from odradek.protocol.framing import frame
 from odradek.protocol.messages import ListOffsetsRequest, ProduceRequest
 from odradek.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 from odradek.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
-from odradek.protocol.record_batch import Compression, Record, encode_batch
+from odradek.protocol.record_batch import (
+    Compression,
+)
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
 from tests.integration.nodes import NodeProcess
 from tests.protocol.test_record_scan import forge, raw_record
 

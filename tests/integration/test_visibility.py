@@ -18,7 +18,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.protocol.messages import ProduceRequest
 from odradek.protocol.messages.produce_request import PartitionProduceData, TopicProduceData
-from odradek.protocol.record_batch import Record, encode_batch
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
 from tests.integration.cluster import Cluster
 from tests.integration.nodes import NodeProcess
 from tests.integration.test_record_validation import PRODUCE_VERSION, Connection

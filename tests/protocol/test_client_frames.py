@@ -21,7 +21,9 @@ import crc32c
 import pytest
 
 from odradek.protocol.api import decode_request, decode_response, encode_request, encode_response
-from odradek.protocol.record_batch import decode_records
+from odradek.protocol.record_codec import (
+    decode_records,
+)
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "client_frames"
 FILE_NAME = re.compile(

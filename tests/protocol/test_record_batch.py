@@ -12,6 +12,10 @@ from hypothesis import strategies as st
 
 from odradek.core.errors import DecodeError, EncodeError, InvalidRecordBatchError
 from odradek.protocol import record_batch as rb
+from odradek.protocol.control_batch import (
+    control_record_type,
+    encode_control_batch,
+)
 from odradek.protocol.primitives import encode_varint, encode_varlong
 from odradek.protocol.record_batch import (
     BAD_COMPRESSION,
@@ -23,19 +27,19 @@ from odradek.protocol.record_batch import (
     TRUNCATED,
     Compression,
     ControlType,
-    Record,
     TimestampType,
-    control_record_type,
-    decode_records,
-    encode_batch,
-    encode_control_batch,
     iter_batches,
     set_base_offset,
     set_partition_leader_epoch,
     validate_batch,
     validate_batches,
-    validate_records,
     whole_batches_length,
+)
+from odradek.protocol.record_codec import (
+    Record,
+    decode_records,
+    encode_batch,
+    validate_records,
 )
 
 # Helpers -------------------------------------------------------------------------

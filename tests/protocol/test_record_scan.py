@@ -18,6 +18,10 @@ from hypothesis import strategies as st
 
 from odradek.core.errors import InvalidRecordBatchError
 from odradek.protocol import record_batch as rb
+from odradek.protocol.compression import (
+    DecompressBuffer,
+    compress,
+)
 from odradek.protocol.primitives import encode_varint, encode_varlong
 from odradek.protocol.record_batch import (
     BAD_COMPRESSION,
@@ -28,15 +32,18 @@ from odradek.protocol.record_batch import (
     NO_TIMESTAMP,
     BatchHeader,
     Compression,
-    DecompressBuffer,
-    Record,
-    RecordsScan,
     TimestampType,
-    encode_batch,
-    record_timestamps,
-    scan_records,
     set_max_timestamp,
     validate_batch,
+)
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
+from odradek.protocol.record_scan import (
+    RecordsScan,
+    record_timestamps,
+    scan_records,
 )
 
 LIMIT = 1 << 20
@@ -90,7 +97,7 @@ def forge(
 ) -> bytearray:
     """A batch with a valid header and CRC around ``section`` (compressed here when asked)."""
     if compression != Compression.NONE:
-        section = rb._compress(compression, section)
+        section = compress(compression, section)
     out = bytearray(rb.RECORDS_OFFSET) + section
     struct.pack_into(
         ">qiibIhiqqqhii",

@@ -8,7 +8,9 @@ import pytest
 
 from odradek.core.errors import InvariantError
 from odradek.protocol.error_codes import ErrorCode
-from odradek.protocol.record_batch import ControlType
+from odradek.protocol.record_batch import (
+    ControlType,
+)
 from odradek.raft.core import RaftNode, State
 from odradek.raft.log import Entry, MemoryRaftLog
 from odradek.raft.messages import (

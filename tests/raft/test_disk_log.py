@@ -10,7 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from odradek.core.errors import CorruptLogError, InvariantError
-from odradek.protocol.record_batch import ControlType
+from odradek.protocol.record_batch import (
+    ControlType,
+)
 from odradek.raft.disk_log import DiskRaftLog, metadata_log_directory
 from odradek.raft.log import UNDEFINED, Entry, MemoryRaftLog, RaftLog, SnapshotId
 from odradek.raft.snapshot import decode_snapshot, encode_snapshot, snapshot_file_name

@@ -11,7 +11,9 @@ import random
 import uuid
 
 from odradek.protocol.error_codes import ErrorCode
-from odradek.protocol.record_batch import ControlType
+from odradek.protocol.record_batch import (
+    ControlType,
+)
 from odradek.raft.core import RaftNode, State
 from odradek.raft.log import MemoryRaftLog, SnapshotId
 from odradek.raft.messages import (

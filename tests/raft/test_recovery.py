@@ -7,7 +7,9 @@ import uuid
 
 from odradek.protocol.metadata import NoOpRecord
 from odradek.protocol.metadata_record import decode_metadata_record
-from odradek.protocol.record_batch import ControlType
+from odradek.protocol.record_batch import (
+    ControlType,
+)
 from odradek.raft.audit import AUDIT_HEADER
 from odradek.raft.log import SnapshotId
 from odradek.raft.quorum_file import StoredQuorumState

@@ -10,14 +10,18 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from odradek.core.errors import DecodeError
+from odradek.protocol.control_batch import (
+    encode_control_batch,
+)
 from odradek.protocol.messages.snapshot_header_record import SnapshotHeaderRecord
 from odradek.protocol.record_batch import (
     ControlType,
+    iter_batches,
+)
+from odradek.protocol.record_codec import (
     Record,
     decode_records,
     encode_batch,
-    encode_control_batch,
-    iter_batches,
 )
 from odradek.raft.log import SnapshotId
 from odradek.raft.snapshot import (

@@ -5,7 +5,9 @@ from __future__ import annotations
 import random
 import uuid
 
-from odradek.protocol.record_batch import ControlType
+from odradek.protocol.record_batch import (
+    ControlType,
+)
 from odradek.raft.disk_log import DiskRaftLog
 from odradek.raft.log import Entry, SnapshotId
 from odradek.raft.quorum_file import QuorumStateFile, StoredQuorumState

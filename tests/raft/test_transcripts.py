@@ -57,7 +57,9 @@ from pathlib import Path
 import pytest
 
 from odradek.protocol.error_codes import ErrorCode
-from odradek.protocol.record_batch import ControlType
+from odradek.protocol.record_batch import (
+    ControlType,
+)
 from odradek.raft.core import RaftNode
 from odradek.raft.log import Entry, MemoryRaftLog
 from odradek.raft.messages import (

@@ -10,7 +10,9 @@ from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import fetch_request as fq
 from odradek.protocol.messages import vote_request as vq
 from odradek.protocol.primitives import Reader, Writer
-from odradek.protocol.record_batch import ControlType
+from odradek.protocol.record_batch import (
+    ControlType,
+)
 from odradek.raft import wire
 from odradek.raft.log import Entry, SnapshotId
 from odradek.raft.messages import (

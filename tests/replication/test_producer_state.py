@@ -19,7 +19,14 @@ from hypothesis import strategies as st
 
 from odradek.core.errors import InvariantError
 from odradek.protocol.error_codes import ErrorCode
-from odradek.protocol.record_batch import BatchHeader, Record, encode_batch, validate_batch
+from odradek.protocol.record_batch import (
+    BatchHeader,
+    validate_batch,
+)
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
 from odradek.replication.producer_state import (
     APPEND,
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,

@@ -10,8 +10,10 @@ from typing import Any
 from odradek.broker.effects import CommitRecords, ControllerCall, GroupCall, Outcome, Reply
 from odradek.broker.router import Dispatch, Router
 from odradek.protocol.api import encode_request
+from odradek.protocol.compression import (
+    DecompressBuffer,
+)
 from odradek.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
-from odradek.protocol.record_batch import DecompressBuffer
 from odradek.shell.clock import monotonic_ms
 from odradek.shell.effects import Effects, LongPolls
 from tests.broker.harness import header, new_harness

@@ -9,13 +9,19 @@ import threading
 
 import pytest
 
+from odradek.protocol.compression import (
+    DecompressBuffer,
+)
 from odradek.protocol.record_batch import (
     Compression,
-    DecompressBuffer,
+    validate_batch,
+)
+from odradek.protocol.record_codec import (
     Record,
     encode_batch,
+)
+from odradek.protocol.record_scan import (
     scan_records,
-    validate_batch,
 )
 from odradek.shell.record_check import RecordCheckThread
 

@@ -11,7 +11,10 @@ import errno
 
 from odradek.protocol.messages import FetchResponse
 from odradek.protocol.messages.fetch_response import FetchableTopicResponse, PartitionData
-from odradek.protocol.record_batch import Record, encode_batch
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
 from odradek.replication.fetch_session import Answer
 from odradek.shell.clock import monotonic_ms
 from odradek.shell.replication import NodeControllerChannel, NodeStorage, ReplicationService

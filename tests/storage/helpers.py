@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import random
 
-from odradek.protocol.record_batch import Record, encode_batch
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
 from odradek.storage.log import LogConfig, PartitionLog
 from odradek.testing.sim_disk import SimDisk
 

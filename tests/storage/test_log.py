@@ -8,7 +8,13 @@ import logging
 import pytest
 
 from odradek.core.errors import InvalidRecordBatchError, LogOfflineError, OffsetOutOfRangeError
-from odradek.protocol.record_batch import decode_records, iter_batches, validate_batches
+from odradek.protocol.record_batch import (
+    iter_batches,
+    validate_batches,
+)
+from odradek.protocol.record_codec import (
+    decode_records,
+)
 from odradek.storage import quarantine
 from odradek.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, read_leader_epoch_checkpoint
 from odradek.storage.log import LogConfig, PartitionLog

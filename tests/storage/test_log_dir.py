@@ -18,7 +18,10 @@ from pathlib import Path
 import pytest
 
 from odradek.core.errors import ConfigError, CorruptLogError, LogOfflineError
-from odradek.protocol.record_batch import Record, encode_batch
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
 from odradek.shell.real_fs import RealFileSystem
 from odradek.storage.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,

@@ -16,7 +16,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from odradek.protocol.record_batch import validate_batches
+from odradek.protocol.record_batch import (
+    validate_batches,
+)
 from odradek.storage.log import LogConfig, PartitionLog
 from odradek.storage.segment import SegmentCache
 from odradek.testing.sim_disk import PowerLoss, SimDisk

@@ -18,7 +18,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odradek.core.errors import CorruptLogError, InvariantError
-from odradek.protocol.record_batch import BatchHeader
+from odradek.protocol.record_batch import (
+    BatchHeader,
+)
 from odradek.replication.producer_state import ProducerStateManager
 from odradek.storage.fs import join
 from odradek.storage.producer_snapshot import (

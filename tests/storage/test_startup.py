@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from odradek.core.errors import LogOfflineError
-from odradek.protocol.record_batch import validate_batches
+from odradek.protocol.record_batch import (
+    validate_batches,
+)
 from odradek.shell.real_fs import RealFileSystem
 from odradek.storage import quarantine
 from odradek.storage.fs import FileSystem

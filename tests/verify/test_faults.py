@@ -28,7 +28,10 @@ from odradek.protocol.metadata.partition_change_record import PartitionChangeRec
 from odradek.protocol.metadata.partition_record import PartitionRecord
 from odradek.protocol.metadata.topic_record import TopicRecord
 from odradek.protocol.metadata_record import MetadataRecord, encode_metadata_record
-from odradek.protocol.record_batch import Record, encode_batch
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
 from odradek.verify import nemesis
 from odradek.verify.checker import judge
 from odradek.verify.history import FAIL, INFO, INVOKE, OK, Op

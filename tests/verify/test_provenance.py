@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from odradek.cli.verify.provenance import find_copies
-from odradek.protocol.record_batch import Record, encode_batch
+from odradek.protocol.record_codec import (
+    Record,
+    encode_batch,
+)
 from odradek.verify.provenance import (
     ACROSS_EPOCHS,
     SAME_SEQUENCE,

@@ -13,7 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from odradek.protocol.record_batch import DecompressBuffer
+from odradek.protocol.compression import (
+    DecompressBuffer,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,12 @@ from odradek.protocol.messages.list_offsets_response import (
     ListOffsetsPartitionResponse,
     ListOffsetsTopicResponse,
 )
-from odradek.protocol.record_batch import TimestampType, decode_records
+from odradek.protocol.record_batch import (
+    TimestampType,
+)
+from odradek.protocol.record_codec import (
+    decode_records,
+)
 from odradek.storage.log import PartitionLog
 
 VERSIONS = (1, 9)

@@ -25,7 +25,10 @@ from odradek.broker.record_validation import RecordPolicy
 from odradek.controller.image import LEADER_RECOVERY_RECOVERING, PartitionImage
 from odradek.core.errors import LogOfflineError
 from odradek.protocol.error_codes import ErrorCode
-from odradek.protocol.record_batch import Buffer, iter_batches
+from odradek.protocol.record_batch import (
+    Buffer,
+    iter_batches,
+)
 from odradek.replication.follower import PartitionFollower
 from odradek.replication.leader import PartitionLeader, PartitionRegistration
 from odradek.replication.producer_state import (

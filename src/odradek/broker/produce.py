@@ -43,6 +43,9 @@ from odradek.broker.record_validation import (
 from odradek.broker.state import BrokerState
 from odradek.core.errors import InvalidRecordBatchError, LogOfflineError
 from odradek.protocol.api import RequestHeader
+from odradek.protocol.compression import (
+    DecompressBuffer,
+)
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import ProduceRequest, ProduceResponse
 from odradek.protocol.messages.produce_response import (
@@ -54,7 +57,6 @@ from odradek.protocol.messages.produce_response import (
 )
 from odradek.protocol.record_batch import (
     BatchHeader,
-    DecompressBuffer,
     TimestampType,
     validate_batches,
 )

@@ -9,7 +9,7 @@ This module owns:
   ``message.timestamp.after.max.ms``, keys on a ``compact`` topic);
 * :func:`check_records`, run on the batches of one partition of a Produce request after
   their headers and CRCs passed: the record scan (count, offset deltas, framing; see
-  :func:`~odradek.protocol.record_batch.scan_records`), then the policy, record by
+  :func:`~odradek.protocol.record_scan.scan_records`), then the policy, record by
   record, with KIP-467's per-record errors;
 * :func:`set_timestamps`, the in-place change made just before the append: on a
   LogAppendTime topic the batch's timestamp type and maxTimestamp become the append
@@ -34,6 +34,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from odradek.core.errors import InvalidRecordBatchError, InvariantError
+from odradek.protocol.compression import (
+    DecompressBuffer,
+)
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.record_batch import (
     BAD_CRC,
@@ -44,12 +47,13 @@ from odradek.protocol.record_batch import (
     TRUNCATED,
     BatchHeader,
     Compression,
-    DecompressBuffer,
-    RecordsScan,
     TimestampType,
+    set_max_timestamp,
+)
+from odradek.protocol.record_scan import (
+    RecordsScan,
     record_timestamps,
     scan_records,
-    set_max_timestamp,
 )
 
 __all__ = [

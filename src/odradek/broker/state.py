@@ -14,7 +14,9 @@ from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.partition import LocalPartition
 from odradek.broker.record_validation import INLINE_DECOMPRESSED_BYTES
 from odradek.controller.image import MetadataImage
-from odradek.protocol.record_batch import DecompressBuffer
+from odradek.protocol.compression import (
+    DecompressBuffer,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -58,7 +58,9 @@ from odradek.core.config_keys import (
     ValidList,
 )
 from odradek.core.errors import ConfigError
-from odradek.protocol.record_batch import TimestampType
+from odradek.protocol.record_batch import (
+    TimestampType,
+)
 from odradek.storage.log import LogConfig
 
 __all__ = [

@@ -41,11 +41,13 @@ from odradek.protocol.record_batch import (
     BatchHeader,
     Compression,
     ControlType,
-    Record,
     TimestampType,
+    iter_batches,
+)
+from odradek.protocol.record_codec import (
+    Record,
     decode_records,
     encode_batch,
-    iter_batches,
 )
 from odradek.shell.peer_client import PeerConnection, PeerUnavailable
 from odradek.shell.real_fs import RealFileSystem
@@ -175,7 +177,7 @@ def decode_entry(data: bytes) -> DecodedEntry:
 
 
 def _control_type(batch: QuarantinedBatch) -> int | None:
-    """The control type of a readable control batch (record_batch.control_record_type
+    """The control type of a readable control batch (control_batch.control_record_type
     reads it from a buffer; the records are already decoded here)."""
     if not batch.header.is_control or not batch.records:
         return None

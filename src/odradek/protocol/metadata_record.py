@@ -1,7 +1,8 @@
 """The framing of one metadata record as it is stored in the ``__cluster_metadata`` log.
 
 This module owns the bytes of a record *value* in the metadata log (the key is null)
-and nothing else: the record batches around it are ``odradek.protocol.record_batch``,
+and nothing else: the record batches around it are ``odradek.protocol.record_batch`` (and
+``record_codec``),
 and the record bodies are the generated classes in ``odradek.protocol.metadata``.
 
 Kafka's layout (``MetadataRecordSerde``, built on ``AbstractApiMessageSerde``)::

@@ -12,7 +12,14 @@ import struct
 from collections.abc import Iterable
 
 from odradek.core.errors import DecodeError, InvalidRecordBatchError
-from odradek.protocol.record_batch import Record, decode_records, encode_batch, iter_batches
+from odradek.protocol.record_batch import (
+    iter_batches,
+)
+from odradek.protocol.record_codec import (
+    Record,
+    decode_records,
+    encode_batch,
+)
 from odradek.raft.log import Entry
 
 _CONTROL_KEY = struct.Struct(">hh")

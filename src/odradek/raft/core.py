@@ -69,7 +69,9 @@ from odradek.core.invariant import invariant
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages.leader_change_message import LeaderChangeMessage
 from odradek.protocol.messages.leader_change_message import Voter as LeaderChangeVoter
-from odradek.protocol.record_batch import ControlType
+from odradek.protocol.record_batch import (
+    ControlType,
+)
 from odradek.raft import membership
 from odradek.raft.fetcher import (
     Fetching,

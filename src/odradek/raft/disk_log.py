@@ -39,7 +39,9 @@ from odradek.core.errors import (
     LogOfflineError,
 )
 from odradek.core.invariant import invariant
-from odradek.protocol.record_batch import iter_batches
+from odradek.protocol.record_batch import (
+    iter_batches,
+)
 from odradek.raft.batches import decode_entry, encode_entry
 from odradek.raft.log import UNDEFINED, Entry, SnapshotId
 from odradek.raft.snapshot import decode_snapshot, parse_snapshot_file_name, snapshot_file_name

@@ -21,7 +21,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from odradek.protocol.error_codes import ErrorCode
-from odradek.protocol.record_batch import ControlType
+from odradek.protocol.record_batch import (
+    ControlType,
+)
 from odradek.raft.leader_replication import answer_parked
 from odradek.raft.log import Entry
 from odradek.raft.ready import VoterChangeOutcome

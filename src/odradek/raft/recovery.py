@@ -36,7 +36,9 @@ from typing import Any
 from odradek.core.kafka_uuid import to_kafka_str
 from odradek.protocol.metadata import NoOpRecord
 from odradek.protocol.metadata_record import encode_metadata_record
-from odradek.protocol.record_batch import ControlType
+from odradek.protocol.record_batch import (
+    ControlType,
+)
 from odradek.raft.audit import AUDIT_HEADER
 from odradek.raft.log import Entry
 from odradek.raft.survey import MetadataLogSurvey

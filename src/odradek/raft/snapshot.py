@@ -27,10 +27,12 @@ from odradek.protocol.messages.snapshot_footer_record import SnapshotFooterRecor
 from odradek.protocol.messages.snapshot_header_record import SnapshotHeaderRecord
 from odradek.protocol.record_batch import (
     ControlType,
+    iter_batches,
+)
+from odradek.protocol.record_codec import (
     Record,
     decode_records,
     encode_batch,
-    iter_batches,
 )
 from odradek.raft.log import SnapshotId
 from odradek.raft.voters import KRAFT_VERSION, VoterSet

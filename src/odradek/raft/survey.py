@@ -13,7 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from odradek.core.errors import CorruptLogError, DecodeError, InvalidRecordBatchError
-from odradek.protocol.record_batch import ControlType, iter_batches
+from odradek.protocol.record_batch import (
+    ControlType,
+    iter_batches,
+)
 from odradek.raft.audit import AUDIT_HEADER
 from odradek.raft.batches import decode_entry
 from odradek.raft.log import SnapshotId

@@ -18,7 +18,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from odradek.core.invariant import invariant
-from odradek.protocol.record_batch import ControlType
+from odradek.protocol.record_batch import (
+    ControlType,
+)
 from odradek.raft.log import Entry, RaftLog
 from odradek.raft.snapshot import decode_snapshot
 from odradek.raft.voters import VoterSet

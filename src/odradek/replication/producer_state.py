@@ -74,7 +74,9 @@ from typing import NamedTuple
 
 from odradek.core.invariant import invariant
 from odradek.protocol.error_codes import ErrorCode
-from odradek.protocol.record_batch import BatchHeader
+from odradek.protocol.record_batch import (
+    BatchHeader,
+)
 
 __all__ = [
     "APPEND",

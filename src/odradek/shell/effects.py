@@ -31,10 +31,12 @@ from odradek.broker.effects import (
 )
 from odradek.broker.router import Close, Dispatch, Respond, Router
 from odradek.broker.state import BrokerState
+from odradek.protocol.compression import (
+    DecompressBuffer,
+)
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import EnvelopeRequest
 from odradek.protocol.primitives import Records
-from odradek.protocol.record_batch import DecompressBuffer
 from odradek.raft.core import RaftNode
 from odradek.shell.clock import monotonic_ms, now_ms
 from odradek.shell.connections import CloseConnection

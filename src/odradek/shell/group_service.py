@@ -23,7 +23,14 @@ from odradek.broker.state import BrokerState
 from odradek.coordinator import GroupCoordinator, Output, Write
 from odradek.core.errors import LogOfflineError
 from odradek.protocol.error_codes import ErrorCode
-from odradek.protocol.record_batch import Record, decode_records, encode_batch, iter_batches
+from odradek.protocol.record_batch import (
+    iter_batches,
+)
+from odradek.protocol.record_codec import (
+    Record,
+    decode_records,
+    encode_batch,
+)
 from odradek.shell.clock import now_ms, steady_ms
 from odradek.shell.effects import ReplicaWaits
 from odradek.shell.supervisor import Supervisor

@@ -6,7 +6,7 @@ carries more than 8,192 records or a batch that decompresses to more than the lo
 4 MiB buffer (see ``broker/record_validation.py``); then it returns
 :class:`~odradek.broker.effects.AwaitRecordCheck`, and the check (pure: it reads the
 request's bytes) runs here, on one long-lived thread that owns one
-:class:`~odradek.protocol.record_batch.DecompressBuffer` bounded by
+:class:`~odradek.protocol.compression.DecompressBuffer` bounded by
 ``socket.request.max.bytes``.
 
 This is not for speed: the walk holds the GIL, and a decompression on this thread waits
@@ -25,7 +25,9 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from odradek.protocol.record_batch import DecompressBuffer
+from odradek.protocol.compression import (
+    DecompressBuffer,
+)
 from odradek.shell.worker_thread import WorkerThread
 
 __all__ = ["RecordCheckThread"]

@@ -14,7 +14,9 @@ import json
 import logging
 from dataclasses import asdict, dataclass
 
-from odradek.protocol.record_batch import BatchHeader
+from odradek.protocol.record_batch import (
+    BatchHeader,
+)
 from odradek.storage.fs import FileSystem, join, write_file_atomically
 
 QUARANTINE_DIR = "quarantine"

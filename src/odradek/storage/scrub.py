@@ -21,7 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from odradek.protocol.record_batch import BatchHeader
+from odradek.protocol.record_batch import (
+    BatchHeader,
+)
 from odradek.storage.checkpoint import LEADER_EPOCH_CHECKPOINT
 from odradek.storage.fs import FileHandle
 from odradek.storage.segment import LogSegment

@@ -14,7 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from odradek.core.errors import InvalidRecordBatchError
-from odradek.protocol.record_batch import LOG_OVERHEAD, BatchHeader, validate_batch
+from odradek.protocol.record_batch import (
+    LOG_OVERHEAD,
+    BatchHeader,
+    validate_batch,
+)
 from odradek.storage.fs import FileHandle
 
 RECOVERY_CHUNK = 1024 * 1024

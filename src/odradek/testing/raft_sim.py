@@ -66,7 +66,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from odradek.protocol.record_batch import ControlType
+from odradek.protocol.record_batch import (
+    ControlType,
+)
 from odradek.raft.core import RaftNode, State
 from odradek.raft.log import Entry
 from odradek.raft.messages import Message, bootstrap_index

@@ -21,7 +21,14 @@ from odradek.broker.effects import AwaitData
 from odradek.broker.partition import LocalPartition, may_take_roles
 from odradek.broker.state import BrokerState
 from odradek.controller.image import MetadataImage
-from odradek.protocol.record_batch import Record, decode_records, encode_batch, iter_batches
+from odradek.protocol.record_batch import (
+    iter_batches,
+)
+from odradek.protocol.record_codec import (
+    Record,
+    decode_records,
+    encode_batch,
+)
 from odradek.replication.follower import PartitionFollower
 from odradek.replication.leader import PartitionLeader
 from odradek.replication.replica_manager import ReplicaManager

@@ -22,7 +22,13 @@ from odradek.protocol.metadata.partition_change_record import PartitionChangeRec
 from odradek.protocol.metadata.partition_record import PartitionRecord
 from odradek.protocol.metadata.topic_record import TopicRecord
 from odradek.protocol.metadata_record import decode_metadata_record
-from odradek.protocol.record_batch import BatchHeader, decode_records, iter_batches
+from odradek.protocol.record_batch import (
+    BatchHeader,
+    iter_batches,
+)
+from odradek.protocol.record_codec import (
+    decode_records,
+)
 
 __all__ = ["MetadataSummary", "summarize"]
 

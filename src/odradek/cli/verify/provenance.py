@@ -6,7 +6,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from odradek.protocol.record_batch import decode_records, iter_batches
+from odradek.protocol.record_batch import (
+    iter_batches,
+)
+from odradek.protocol.record_codec import (
+    decode_records,
+)
 from odradek.verify.provenance import Copy
 
 __all__ = ["find_copies"]

@@ -1,0 +1,87 @@
+"""Control batches: the commit and abort markers of transactions (and the leader-change
+records of the metadata log), encoded and read.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from odradek.core.errors import (
+    DecodeError,
+    EncodeError,
+)
+from odradek.protocol.record_batch import (
+    Buffer,
+    ControlType,
+    byte_view,
+    validate_batch,
+)
+from odradek.protocol.record_codec import (
+    Record,
+    decode_records,
+    encode_batch,
+)
+
+# Control batches -----------------------------------------------------------------
+
+_CONTROL_KEY = struct.Struct(">hh")
+
+
+def encode_control_batch(
+    control_type: int,
+    value: bytes | None,
+    *,
+    version: int = 0,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    timestamp: int = 0,
+    is_transactional: bool | None = None,
+) -> bytes:
+    """A control batch of one record whose key is ``version`` int16 + ``control_type``
+    int16 and whose value is ``value`` (an EndTxnMarker, a LeaderChangeMessage, ...).
+
+    ``is_transactional`` defaults to true for ABORT and COMMIT markers, which belong to a
+    producer's transaction, and to false for the KRaft control records.
+    """
+    if is_transactional is None:
+        is_transactional = control_type in (ControlType.ABORT, ControlType.COMMIT)
+    try:
+        key = _CONTROL_KEY.pack(version, control_type)
+    except struct.error:
+        raise EncodeError(f"control key ({version}, {control_type}) out of int16 range") from None
+    record = Record(offset_delta=0, timestamp=timestamp, key=key, value=value)
+    return encode_batch(
+        [record],
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        is_transactional=is_transactional,
+        is_control=True,
+    )
+
+
+def control_record_type(buf: Buffer, pos: int = 0) -> int:
+    """The control type (see :class:`ControlType`) of the control batch at ``pos``.
+
+    An int rather than the enum because a newer Kafka may define types we do not know,
+    and the caller decides whether that matters. Raises :class:`DecodeError` if the
+    batch is not a control batch, holds no record, or its key is not a control key.
+    """
+    buf = byte_view(buf)
+    header = validate_batch(buf, pos, compacted=True)
+    if not header.is_control:
+        raise DecodeError(f"batch at {pos} is not a control batch")
+    records = decode_records(buf, pos)
+    if not records:
+        raise DecodeError(f"control batch at {pos} holds no record")
+    key = records[0].key
+    # Kafka requires at least 4 bytes and ignores any beyond them.
+    if key is None or len(key) < _CONTROL_KEY.size:
+        raise DecodeError(f"control batch at {pos}: key {key!r} is shorter than 4 bytes")
+    version, control_type = _CONTROL_KEY.unpack_from(key)
+    if version < 0:
+        raise DecodeError(f"control batch at {pos}: negative control key version {version}")
+    return int(control_type)
