@@ -17,7 +17,9 @@ below ``shell`` and no I/O module (asyncio, socket, signal).
   ``BrokerState`` whose partitions' logs are real ``PartitionLog`` s on ``SimDisk``, and
   the shipped Fetch handler and ``replica_fetch`` serving followers, fetch sessions
   included; the real controller state machine) under partitions, crashes and pauses,
-  with acks=all clients.
+  with acks=all clients; a broker's loop, the faults, the checks and the swarm's
+  configuration in ``replication_sim_broker_loop``, ``replication_sim_faults``,
+  ``replication_sim_checks`` and ``replication_sim_config``.
 * :mod:`odradek.testing.produce_history`: the checker of a produce history with
   Jepsen's definitions (acknowledged, lost, duplicated, inconsistent offsets).
 """
