@@ -18,10 +18,10 @@ from odradek.core.errors import (
     InvalidRecordBatchError,
 )
 from odradek.core.invariant import invariant
+from odradek.protocol.primitives import INT32
 from odradek.protocol.record_batch import (
     BAD_COMPRESSION,
     DECOMPRESSED_TOO_LARGE,
-    INT32,
     RECORDS_OFFSET,
     BatchHeader,
     Buffer,

@@ -50,13 +50,15 @@ _BUFFER_TYPES = (bytes, bytearray, memoryview)
 
 ZERO_UUID = uuid.UUID(int=0)
 
-_INT8 = struct.Struct(">b")
-_INT16 = struct.Struct(">h")
-_INT32 = struct.Struct(">i")
-_INT64 = struct.Struct(">q")
-_UINT16 = struct.Struct(">H")
-_UINT32 = struct.Struct(">I")
-_FLOAT64 = struct.Struct(">d")
+# Kafka's fixed-width big-endian primitives, shared by every encoder and decoder here
+# (the record batch codec included) so that each layout is compiled once.
+INT8 = struct.Struct(">b")
+INT16 = struct.Struct(">h")
+INT32 = struct.Struct(">i")
+INT64 = struct.Struct(">q")
+UINT16 = struct.Struct(">H")
+UINT32 = struct.Struct(">I")
+FLOAT64 = struct.Struct(">d")
 
 # The format characters that Reader.unpack and Writer.pack accept: their widths, and the
 # Writer method of each integer.
@@ -167,7 +169,7 @@ class Reader:
         if pos + 1 > self.end:
             self._short(1, pos)
         self.pos = pos + 1
-        value: int = _INT8.unpack_from(self.buf, pos)[0]
+        value: int = INT8.unpack_from(self.buf, pos)[0]
         return value
 
     def int16(self) -> int:
@@ -175,7 +177,7 @@ class Reader:
         if pos + 2 > self.end:
             self._short(2, pos)
         self.pos = pos + 2
-        value: int = _INT16.unpack_from(self.buf, pos)[0]
+        value: int = INT16.unpack_from(self.buf, pos)[0]
         return value
 
     def int32(self) -> int:
@@ -183,7 +185,7 @@ class Reader:
         if pos + 4 > self.end:
             self._short(4, pos)
         self.pos = pos + 4
-        value: int = _INT32.unpack_from(self.buf, pos)[0]
+        value: int = INT32.unpack_from(self.buf, pos)[0]
         return value
 
     def int64(self) -> int:
@@ -191,7 +193,7 @@ class Reader:
         if pos + 8 > self.end:
             self._short(8, pos)
         self.pos = pos + 8
-        value: int = _INT64.unpack_from(self.buf, pos)[0]
+        value: int = INT64.unpack_from(self.buf, pos)[0]
         return value
 
     def uint16(self) -> int:
@@ -199,7 +201,7 @@ class Reader:
         if pos + 2 > self.end:
             self._short(2, pos)
         self.pos = pos + 2
-        value: int = _UINT16.unpack_from(self.buf, pos)[0]
+        value: int = UINT16.unpack_from(self.buf, pos)[0]
         return value
 
     def uint32(self) -> int:
@@ -207,7 +209,7 @@ class Reader:
         if pos + 4 > self.end:
             self._short(4, pos)
         self.pos = pos + 4
-        value: int = _UINT32.unpack_from(self.buf, pos)[0]
+        value: int = UINT32.unpack_from(self.buf, pos)[0]
         return value
 
     def float64(self) -> float:
@@ -215,7 +217,7 @@ class Reader:
         if pos + 8 > self.end:
             self._short(8, pos)
         self.pos = pos + 8
-        value: float = _FLOAT64.unpack_from(self.buf, pos)[0]
+        value: float = FLOAT64.unpack_from(self.buf, pos)[0]
         return value
 
     def boolean(self) -> bool:
@@ -458,42 +460,42 @@ class Writer:
 
     def int8(self, value: int) -> None:
         try:
-            self._buf += _INT8.pack(value)
+            self._buf += INT8.pack(value)
         except struct.error:
             raise EncodeError(f"{value!r} does not fit in int8") from None
 
     def int16(self, value: int) -> None:
         try:
-            self._buf += _INT16.pack(value)
+            self._buf += INT16.pack(value)
         except struct.error:
             raise EncodeError(f"{value!r} does not fit in int16") from None
 
     def int32(self, value: int) -> None:
         try:
-            self._buf += _INT32.pack(value)
+            self._buf += INT32.pack(value)
         except struct.error:
             raise EncodeError(f"{value!r} does not fit in int32") from None
 
     def int64(self, value: int) -> None:
         try:
-            self._buf += _INT64.pack(value)
+            self._buf += INT64.pack(value)
         except struct.error:
             raise EncodeError(f"{value!r} does not fit in int64") from None
 
     def uint16(self, value: int) -> None:
         try:
-            self._buf += _UINT16.pack(value)
+            self._buf += UINT16.pack(value)
         except struct.error:
             raise EncodeError(f"{value!r} does not fit in uint16") from None
 
     def uint32(self, value: int) -> None:
         try:
-            self._buf += _UINT32.pack(value)
+            self._buf += UINT32.pack(value)
         except struct.error:
             raise EncodeError(f"{value!r} does not fit in uint32") from None
 
     def float64(self, value: float) -> None:
-        self._buf += _FLOAT64.pack(value)
+        self._buf += FLOAT64.pack(value)
 
     def boolean(self, value: bool) -> None:
         self._buf.append(1 if value else 0)
@@ -552,12 +554,12 @@ class Writer:
         data = value.encode("utf-8")
         if len(data) > 0x7FFF:
             raise EncodeError(f"string of {len(data)} bytes exceeds 32767")
-        self._buf += _INT16.pack(len(data))
+        self._buf += INT16.pack(len(data))
         self._buf += data
 
     def nullable_string(self, value: str | None) -> None:
         if value is None:
-            self._buf += _INT16.pack(-1)
+            self._buf += INT16.pack(-1)
         else:
             self.string(value)
 
@@ -579,12 +581,12 @@ class Writer:
     def bytes_(self, value: Buffer | None) -> None:
         if value is None:
             raise EncodeError("null for non-nullable bytes")
-        self._buf += _INT32.pack(len(value))
+        self._buf += INT32.pack(len(value))
         self._buf += value
 
     def nullable_bytes(self, value: Buffer | None) -> None:
         if value is None:
-            self._buf += _INT32.pack(-1)
+            self._buf += INT32.pack(-1)
         else:
             self.bytes_(value)
 
@@ -602,9 +604,9 @@ class Writer:
 
     def records(self, value: Records | None) -> None:
         if value is None:
-            self._buf += _INT32.pack(-1)
+            self._buf += INT32.pack(-1)
             return
-        self._buf += _INT32.pack(len(value))
+        self._buf += INT32.pack(len(value))
         self.raw_zero_copy(value)
 
     def compact_records(self, value: Records | None) -> None:

@@ -58,6 +58,7 @@ from odradek.core.errors import (
     InvariantError,
 )
 from odradek.core.invariant import invariant
+from odradek.protocol.primitives import INT16, INT32, INT64, UINT32
 
 __all__ = [
     "ATTRIBUTES_OFFSET",
@@ -158,11 +159,6 @@ CONTROL_FLAG_MASK = 0x20
 DELETE_HORIZON_FLAG_MASK = 0x40
 
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
-INT8 = struct.Struct(">b")
-INT16 = struct.Struct(">h")
-INT32 = struct.Struct(">i")
-INT64 = struct.Struct(">q")
-UINT32 = struct.Struct(">I")
 
 invariant(HEADER_STRUCT.size == RECORD_BATCH_OVERHEAD, "batch header struct must be 61 bytes")
 

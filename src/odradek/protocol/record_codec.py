@@ -24,6 +24,8 @@ from odradek.protocol.compression import (
     decompress,
 )
 from odradek.protocol.primitives import (
+    INT8,
+    UINT32,
     decode_varint,
     decode_varlong,
     encode_varint,
@@ -37,14 +39,12 @@ from odradek.protocol.record_batch import (
     CONTROL_FLAG_MASK,
     CRC_OFFSET,
     HEADER_STRUCT,
-    INT8,
     LOG_OVERHEAD,
     MAGIC,
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     RECORDS_OFFSET,
     TRANSACTIONAL_FLAG_MASK,
-    UINT32,
     BatchHeader,
     Buffer,
     Compression,
