@@ -27,6 +27,22 @@ from odradek.protocol.record_codec import (
 _CONTROL_KEY = struct.Struct(">hh")
 
 
+def control_key(control_type: int, version: int = 0) -> bytes:
+    """A control record's key: ``version`` int16, then ``control_type`` int16. The one
+    place that writes it, for control batches here and for the KRaft log's own."""
+    return _CONTROL_KEY.pack(version, control_type)
+
+
+def parse_control_key(key: Buffer | None) -> tuple[int, int] | None:
+    """``(version, control_type)`` of a control record's key, or None when it is missing
+    or shorter than 4 bytes (Kafka requires 4 and ignores any bytes beyond them); what
+    that means is the caller's to say."""
+    if key is None or len(key) < _CONTROL_KEY.size:
+        return None
+    version, control_type = _CONTROL_KEY.unpack_from(key)
+    return int(version), int(control_type)
+
+
 def encode_control_batch(
     control_type: int,
     value: bytes | None,
@@ -48,7 +64,7 @@ def encode_control_batch(
     if is_transactional is None:
         is_transactional = control_type in (ControlType.ABORT, ControlType.COMMIT)
     try:
-        key = _CONTROL_KEY.pack(version, control_type)
+        key = control_key(control_type, version)
     except struct.error:
         raise EncodeError(f"control key ({version}, {control_type}) out of int16 range") from None
     record = Record(offset_delta=0, timestamp=timestamp, key=key, value=value)
@@ -78,10 +94,10 @@ def control_record_type(buf: Buffer, pos: int = 0) -> int:
     if not records:
         raise DecodeError(f"control batch at {pos} holds no record")
     key = records[0].key
-    # Kafka requires at least 4 bytes and ignores any beyond them.
-    if key is None or len(key) < _CONTROL_KEY.size:
+    parsed = parse_control_key(key)
+    if parsed is None:
         raise DecodeError(f"control batch at {pos}: key {key!r} is shorter than 4 bytes")
-    version, control_type = _CONTROL_KEY.unpack_from(key)
+    version, control_type = parsed
     if version < 0:
         raise DecodeError(f"control batch at {pos}: negative control key version {version}")
     return int(control_type)

@@ -8,10 +8,10 @@ VotersRecord.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Iterable
 
 from odradek.core.errors import DecodeError, InvalidRecordBatchError
+from odradek.protocol.control_batch import control_key, parse_control_key
 from odradek.protocol.record_batch import (
     iter_batches,
 )
@@ -22,11 +22,9 @@ from odradek.protocol.record_codec import (
 )
 from odradek.raft.log import Entry
 
-_CONTROL_KEY = struct.Struct(">hh")
-
 
 def encode_entry(entry: Entry, timestamp_ms: int) -> bytes:
-    key = None if entry.control is None else _CONTROL_KEY.pack(0, entry.control)
+    key = None if entry.control is None else control_key(entry.control)
     records = [
         Record(
             offset_delta=i,
@@ -88,7 +86,7 @@ def decode_entries(data: bytes | memoryview) -> list[Entry]:
 
 
 def _control_type(record: Record, position: int) -> int:
-    key = record.key
-    if key is None or len(key) < _CONTROL_KEY.size:
+    parsed = parse_control_key(record.key)
+    if parsed is None:
         raise DecodeError(f"control record without a control key in the batch at {position}")
-    return int(_CONTROL_KEY.unpack_from(key)[1])
+    return parsed[1]

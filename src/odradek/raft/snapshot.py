@@ -17,11 +17,11 @@ The bootstrap checkpoint that ``storage format`` writes is the snapshot ``(0, 0)
 from __future__ import annotations
 
 import re
-import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from odradek.core.errors import DecodeError, InvalidRecordBatchError
+from odradek.protocol.control_batch import control_key, parse_control_key
 from odradek.protocol.messages.k_raft_version_record import KRaftVersionRecord
 from odradek.protocol.messages.snapshot_footer_record import SnapshotFooterRecord
 from odradek.protocol.messages.snapshot_header_record import SnapshotHeaderRecord
@@ -40,7 +40,6 @@ from odradek.raft.voters import KRAFT_VERSION, VoterSet
 SUFFIX = ".checkpoint"
 BOOTSTRAP_SNAPSHOT_ID = SnapshotId(0, 0)
 
-_CONTROL_KEY = struct.Struct(">hh")
 _FILE_NAME = re.compile(r"(\d{20})-(\d{10})\.checkpoint")
 
 
@@ -73,8 +72,7 @@ def parse_snapshot_file_name(name: str) -> SnapshotId | None:
 
 
 def _control_record(offset_delta: int, control_type: ControlType, value: bytes, ts: int) -> Record:
-    # Kafka's control key: version 0, then the control type.
-    key = _CONTROL_KEY.pack(0, control_type)
+    key = control_key(control_type)
     return Record(offset_delta=offset_delta, timestamp=ts, key=key, value=value)
 
 
@@ -182,10 +180,10 @@ def _item(offset: int, is_control: bool, record: Record) -> _Item:
         raise DecodeError(f"snapshot record at offset {offset} has no value")
     if not is_control:
         return _Item(offset, None, record.value)
-    key = record.key
-    if key is None or len(key) < _CONTROL_KEY.size:
+    parsed = parse_control_key(record.key)
+    if parsed is None:
         raise DecodeError(f"snapshot control record at offset {offset} has no control key")
-    _version, control_type = _CONTROL_KEY.unpack_from(key)
+    _version, control_type = parsed
     return _Item(offset, control_type, record.value)
 
 
