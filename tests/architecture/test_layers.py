@@ -27,6 +27,7 @@ RANK = {
     "replication": 2,
     "controller": 2,
     "coordinator": 2,
+    "security": 2,
     "broker": 3,
     "testing": 3.5,
     "verify": 3.6,

@@ -275,9 +275,9 @@ def test_invalid_values_name_the_key(key: str, value: str, needle: str) -> None:
 
 def test_unknown_keys_are_reported_in_order_not_refused() -> None:
     cfg = ServerConfig.from_properties(
-        {**COMBINED, "zookeeper.connect": "zk:2181", "ssl.keystore.location": "/k"}
+        {**COMBINED, "zookeeper.connect": "zk:2181", "sasl.kerberos.service.name": "kafka"}
     )
-    assert cfg.unknown_keys == ["zookeeper.connect", "ssl.keystore.location"]
+    assert cfg.unknown_keys == ["zookeeper.connect", "sasl.kerberos.service.name"]
     assert cfg.originals["zookeeper.connect"] == "zk:2181"
     with pytest.raises(ConfigError, match=r"Unknown configuration zookeeper.connect"):
         cfg.get("zookeeper.connect")
@@ -721,3 +721,24 @@ def test_the_group_coordinators_defaults_are_the_server_keys_defaults() -> None:
     # GroupConfig cannot import the broker's table (the layers), so it repeats Kafka's
     # defaults; this keeps the two from drifting apart.
     assert GroupConfig.from_values(SERVER_CONFIG_DEF.default_values()) == GroupConfig()
+
+
+def test_tls_keys_are_known_and_a_listener_s_own_win() -> None:
+    cfg = ServerConfig.from_properties(
+        {
+            **COMBINED,
+            "ssl.keystore.location": "/all.p12",
+            "ssl.client.auth": "required",
+            "listener.name.external.ssl.keystore.location": "/external.p12",
+            "listener.name.external.ssl.unheard.of": "x",
+        }
+    )
+    assert cfg.unknown_keys == ["listener.name.external.ssl.unheard.of"]
+    assert cfg.ssl_config("EXTERNAL") == {
+        "ssl.keystore.location": "/external.p12",
+        "ssl.client.auth": "required",
+    }
+    assert cfg.ssl_config("INTERNAL") == {
+        "ssl.keystore.location": "/all.p12",
+        "ssl.client.auth": "required",
+    }

@@ -149,7 +149,28 @@ def test_server_from_properties_serves_clients(tmp_path: Path) -> None:
             "listener.security.protocol.map=SSL:SSL,CONTROLLER:PLAINTEXT\n"
             "controller.quorum.voters=1@127.0.0.1:19501\n"
             "inter.broker.listener.name=SSL\n",
-            "not supported yet",
+            "an SSL listener needs a key store",
+        ),
+        (
+            "listeners=SASL_SSL://127.0.0.1:19500,CONTROLLER://127.0.0.1:19501\n"
+            "listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT\n"
+            "controller.quorum.voters=1@127.0.0.1:19501\n"
+            "inter.broker.listener.name=SASL_SSL\n",
+            "uses SASL_SSL, which is not supported yet",
+        ),
+        (
+            "listeners=PLAINTEXT://127.0.0.1:19500,CONTROLLER://127.0.0.1:19501\n"
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL\n"
+            "controller.quorum.voters=1@127.0.0.1:19501\n",
+            "is a controller listener (controller.listener.names); TLS is supported",
+        ),
+        (
+            "listeners=SSL://127.0.0.1:19500,CONTROLLER://127.0.0.1:19501\n"
+            "listener.security.protocol.map=SSL:SSL,CONTROLLER:PLAINTEXT\n"
+            "controller.quorum.voters=1@127.0.0.1:19501\n"
+            "inter.broker.listener.name=SSL\n"
+            "ssl.keystore.location=/nonexistent/server.p12\n",
+            "ssl.keystore.location='/nonexistent/server.p12' cannot be read",
         ),
         ("process.roles=broker\n", "process.roles"),
         # No log compaction yet: every topic's default policy would be echoed, not applied.

@@ -100,8 +100,10 @@ class ClusterNode(ServerProcess):
         extra: str,
         roles: str = "broker,controller",
         separate_metadata_dir: bool = False,
+        broker_protocol: str = "PLAINTEXT",
     ) -> None:
         super().__init__(root / f"node-{node_id}")
+        self.broker_protocol = broker_protocol
         self.node_id = node_id
         self.separate_metadata_dir = separate_metadata_dir
         self.roles = roles
@@ -113,7 +115,16 @@ class ClusterNode(ServerProcess):
     def write_config(self, bootstrap: str) -> None:
         listeners = []
         if "broker" in self.roles:
-            listeners.append(f"PLAINTEXT://127.0.0.1:{self.port}")
+            listeners.append(f"{self.broker_protocol}://127.0.0.1:{self.port}")
+        if self.broker_protocol != "PLAINTEXT":
+            # The broker listener is the inter-broker one: followers fetch over it too.
+            protocols = f"{self.broker_protocol}:{self.broker_protocol},CONTROLLER:PLAINTEXT"
+            listeners_extra = (
+                f"inter.broker.listener.name={self.broker_protocol}\n"
+                f"listener.security.protocol.map={protocols}\n"
+            )
+        else:
+            listeners_extra = ""
         if "controller" in self.roles:
             listeners.append(f"CONTROLLER://127.0.0.1:{self.controller_port}")
         self.config.write_text(
@@ -124,6 +135,7 @@ class ClusterNode(ServerProcess):
             f"controller.quorum.bootstrap.servers={bootstrap}\n"
             f"log.dirs={self.dir / 'data'}\n"
             + (f"metadata.log.dir={self.dir / 'metadata'}\n" if self.separate_metadata_dir else "")
+            + listeners_extra
             + self.extra
         )
 
@@ -154,15 +166,25 @@ class Cluster:
         extra: str = "",
         controllers: int = 0,
         separate_metadata_dir: bool = False,
+        broker_protocol: str = "PLAINTEXT",
     ) -> None:
         if controllers:
             self.controllers = [
                 ClusterNode(root, 101 + i, extra, "controller") for i in range(controllers)
             ]
-            self.nodes = [ClusterNode(root, i + 1, extra, "broker") for i in range(size)]
+            self.nodes = [
+                ClusterNode(root, i + 1, extra, "broker", broker_protocol=broker_protocol)
+                for i in range(size)
+            ]
         else:
             self.nodes = [
-                ClusterNode(root, i + 1, extra, separate_metadata_dir=separate_metadata_dir)
+                ClusterNode(
+                    root,
+                    i + 1,
+                    extra,
+                    separate_metadata_dir=separate_metadata_dir,
+                    broker_protocol=broker_protocol,
+                )
                 for i in range(size)
             ]
             self.controllers = list(self.nodes)

@@ -32,6 +32,7 @@ __all__ = [
     "NON_ROUTABLE",
     "PER_LISTENER_KEYS",
     "SECURITY_PROTOCOLS",
+    "SECURITY_PROTOCOL_IDS",
     "Endpoint",
     "HostPort",
     "HostPortListValidator",
@@ -49,6 +50,8 @@ __all__ = [
 ]
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Kafka's SecurityProtocol ids, as registrations carry them.
+SECURITY_PROTOCOL_IDS: Final = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 @dataclass(frozen=True)

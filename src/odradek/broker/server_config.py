@@ -41,6 +41,7 @@ from odradek.broker.server_keys import BROKER_ROLE, CONTROLLER_ROLE, SERVER_CONF
 from odradek.core.config_keys import ConfigValue
 from odradek.core.errors import ConfigError
 from odradek.core.properties import parse_properties
+from odradek.security.ssl_keys import effective_ssl_config, is_ssl_key
 
 __all__ = ["ServerConfig", "majority", "parse_overrides"]
 
@@ -111,6 +112,8 @@ class ServerConfig(ServerKeys):
             for key in [k for k in unknown if listener_key_name(k, suffix) is not None]:
                 listener_int(key, merged[key])
                 unknown.remove(key)
+        # The TLS keys are read as strings by the shell's TLS module (security/ssl_keys.py).
+        unknown = [k for k in unknown if not is_ssl_key(k)]
         config = cls(values, merged, unknown)
         if validate:
             config.validate()
@@ -330,6 +333,10 @@ class ServerConfig(ServerKeys):
     def max_connections_per_ip_overrides(self) -> Mapping[str, int]:
         raw = self._max_connections_per_ip_overrides
         return MappingProxyType(parse_per_ip_overrides("max.connections.per.ip.overrides", raw))
+
+    def ssl_config(self, listener_name: str) -> dict[str, str]:
+        """``listener_name``'s effective ``ssl.*`` values (see security/ssl_keys.py)."""
+        return effective_ssl_config(self.originals, listener_name)
 
     def _listener_ints(self, suffix: str) -> dict[str, int]:
         """The ``listener.name.<name>.<suffix>`` entries given, by upper-case name."""

@@ -4,8 +4,8 @@ A node is a broker, a controller or both (``process.roles``). Controllers serve 
 metadata quorum on their controller listener (``controller.listener.names``); the
 quorum is static (``controller.quorum.voters``) or dynamic
 (``controller.quorum.bootstrap.servers``, voters in the metadata log, KIP-853). What this
-build cannot serve (TLS, SASL, several log dirs) is refused with a message that names the
-keys, rather than started half right.
+build cannot serve (SASL, TLS beyond the broker listener, several log dirs) is refused
+with a message that names the keys, rather than started half right.
 """
 
 from __future__ import annotations
@@ -23,12 +23,14 @@ from odradek.broker.topic_config import (
 )
 from odradek.core.errors import ConfigError
 from odradek.raft.voters import VoterEndpoint
-from odradek.shell.node import NodeConfig
+from odradek.security.principal import parse_mapping_rules
+from odradek.shell.node import BrokerTls, NodeConfig
 from odradek.shell.quorum import QuorumConfig
+from odradek.shell.tls import client_context, server_context
 
 log = logging.getLogger("odradek.boot")
 
-SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT"})
+SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
 
 
 def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) -> NodeConfig:
@@ -39,15 +41,27 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
     """
     if not (server.is_broker or server.is_controller):
         raise ConfigError("process.roles must name broker, controller or both")
-    for endpoint in server.listeners:
-        if endpoint.security_protocol not in SUPPORTED_PROTOCOLS:
-            raise ConfigError(
-                f"listeners: {endpoint.connection_string()} uses "
-                f"{endpoint.security_protocol}, which is not supported yet (only PLAINTEXT); "
-                "refusing to serve it in plaintext"
-            )
     controller_names = set(server.controller_listener_names)
     broker_listeners = [e for e in server.listeners if e.listener_name not in controller_names]
+    served = broker_listeners[0] if server.is_broker and broker_listeners else None
+    for endpoint in server.listeners:
+        protocol = endpoint.security_protocol
+        if protocol not in SUPPORTED_PROTOCOLS:
+            raise ConfigError(
+                f"listeners: {endpoint.connection_string()} uses {protocol}, which is not "
+                "supported yet (only PLAINTEXT and SSL); refusing to serve it in plaintext"
+            )
+        if protocol == "SSL" and endpoint is not served:
+            where = (
+                "a controller listener (controller.listener.names)"
+                if endpoint.listener_name in controller_names
+                else "a second broker listener (only the first one is served)"
+            )
+            raise ConfigError(
+                f"listeners: {endpoint.connection_string()} is {where}; TLS is supported on "
+                "the broker listener only for now, refusing to serve it in plaintext"
+            )
+    tls = _broker_tls(server, served)
     advertised = [e for e in server.advertised_listeners if e.listener_name not in controller_names]
     if server.is_broker and (not broker_listeners or not advertised):
         raise ConfigError("listeners: no broker listener (one not in controller.listener.names)")
@@ -95,6 +109,7 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
     )
     controller_listen = controller_listeners[0] if controller_listeners else None
     return NodeConfig(
+        tls=tls,
         settings=settings,
         log_dir=server.log_dirs[0],
         metadata_log_dir=server.metadata_log_dir,
@@ -159,3 +174,24 @@ def _validated(server: ServerConfig, overrides: dict[str, str]) -> dict[str, str
     # Kafka keeps a topic config as the text the client sent; checking it is enough.
     validate_topic_overrides(overrides, server)
     return dict(overrides)
+
+
+def _broker_tls(server: ServerConfig, served: Endpoint | None) -> BrokerTls | None:
+    """The served broker listener's TLS: its server context, the client context followers
+    fetch with (the broker listener is the inter-broker one), and its principal rules.
+    Built at start so that a bad key store or setting stops the node naming the key."""
+    if served is None or served.security_protocol != "SSL":
+        return None
+    name = served.listener_name
+    if server.inter_broker_listener_name != name:
+        raise ConfigError(
+            f"inter.broker.listener.name: brokers must use the broker listener {name} "
+            f"(not {server.inter_broker_listener_name}), the only one served"
+        )
+    config = server.ssl_config(name)
+    return BrokerTls(
+        listener=name,
+        server=server_context(config, name),
+        client=client_context(config),
+        principal_rules=parse_mapping_rules(config.get("ssl.principal.mapping.rules", "")),
+    )

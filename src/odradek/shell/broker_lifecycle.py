@@ -37,7 +37,7 @@ class BrokerLifecycle:
         *,
         broker_id: int,
         cluster_id: str,
-        listeners: list[tuple[str, str, int]],
+        listeners: list[tuple[str, str, int, int]],
         rack: str | None,
         log_dirs: list[uuid.UUID],
         quorum: QuorumDriver,
@@ -180,8 +180,8 @@ class BrokerLifecycle:
             cluster_id=self.cluster_id,
             incarnation_id=self.incarnation_id,
             listeners=[
-                Listener(name=name, host=host, port=port, security_protocol=0)
-                for name, host, port in self.listeners
+                Listener(name=name, host=host, port=port, security_protocol=protocol)
+                for name, host, port, protocol in self.listeners
             ],
             features=[],
             rack=self.rack,

@@ -24,6 +24,7 @@ from odradek.broker.server_config import ServerConfig
 from odradek.core.errors import RemoteProtocolError
 from odradek.protocol.framing import FrameDecoder, size_prefix
 from odradek.protocol.primitives import Records
+from odradek.security.principal import MappingRule
 from odradek.shell.connection_limits import (
     MAX_IN_FLIGHT_PER_CONNECTION,
     ConnectionBudget,
@@ -33,6 +34,7 @@ from odradek.shell.connection_limits import (
     ensure_open_files,
 )
 from odradek.shell.quorum import NotController
+from odradek.shell.tls import AuthenticationFailed, peer_principal
 from odradek.storage.segment import FileRange
 
 log = logging.getLogger("odradek.node")
@@ -101,12 +103,22 @@ class Connections:
         return guard
 
     def serving(
-        self, router: Router, listener: str, observer: ConnectionObserver | None = None
+        self,
+        router: Router,
+        listener: str,
+        observer: ConnectionObserver | None = None,
+        principal_rules: tuple[MappingRule, ...] | None = None,
     ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Coroutine[Any, Any, None]]:
-        """The connection callback of ``listener`` for ``asyncio.start_server``."""
+        """The connection callback of ``listener`` for ``asyncio.start_server``.
+
+        ``principal_rules``: the listener is TLS; a client certificate that no rule names
+        a principal from is refused (the connection closed, the reason logged)."""
         guard = self.guard(listener)
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            if principal_rules is not None and not _authenticated(writer, principal_rules):
+                writer.transport.abort()
+                return
             await self._serve(router, guard, observer, reader, writer)
 
         return serve
@@ -368,17 +380,30 @@ class IdleWatch:
             self._handle = self._loop.call_at(due, self._check)
 
 
+def _authenticated(writer: asyncio.StreamWriter, rules: tuple[MappingRule, ...]) -> bool:
+    """Whether a TLS client's certificate (if it sent one) names a principal."""
+    try:
+        peer_principal(writer.get_extra_info("ssl_object"), rules)
+    except AuthenticationFailed as e:
+        peername = writer.get_extra_info("peername")
+        log.warning("refused a TLS client from %s: %s", peername[0] if peername else "?", e)
+        return False
+    return True
+
+
 async def send_frame(writer: asyncio.StreamWriter, chunks: list[Records]) -> None:
     """Send one response: its size, then its chunks in order; the records of a segment
-    file go with sendfile (zero copy), the rest as bytes."""
+    file go with sendfile (zero copy), the rest as bytes. Over TLS the records are read
+    and encrypted like any other bytes: the kernel cannot send a file into a TLS stream."""
     size = sum(len(c) for c in chunks)
     pending: list[bytes | bytearray | memoryview] = [size_prefix(size)]
     loop = asyncio.get_running_loop()
+    tls = writer.get_extra_info("sslcontext") is not None
     for chunk in chunks:
         if isinstance(chunk, bytes | bytearray | memoryview):
             pending.append(chunk)
             continue
-        fd = chunk.handle.fileno() if isinstance(chunk, FileRange) else None
+        fd = chunk.handle.fileno() if isinstance(chunk, FileRange) and not tls else None
         if fd is None or not isinstance(chunk, FileRange):
             pending.append(chunk.read())
             continue

@@ -29,10 +29,12 @@ import io
 import logging
 import random
 import signal
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.broker.endpoints import SECURITY_PROTOCOL_IDS
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.handlers import broker_routes, register
 from odradek.broker.partition import LocalPartition
@@ -45,6 +47,7 @@ from odradek.core.errors import LogOfflineError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.raft.disk_log import DiskRaftLog, metadata_log_directory
 from odradek.raft.quorum_file import QuorumStateFile
+from odradek.security.principal import MappingRule
 from odradek.shell import controller_service
 from odradek.shell.broker_lifecycle import BrokerLifecycle
 from odradek.shell.clean_shutdown import CleanShutdownFile
@@ -84,6 +87,17 @@ LOG_DIR_FAILURE_REPORT_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerTls:
+    """TLS on the broker listener (``shell/tls.py``): what it serves with, what followers
+    fetch from other brokers with, and how a client certificate names its principal."""
+
+    listener: str
+    server: ssl.SSLContext
+    client: ssl.SSLContext
+    principal_rules: tuple[MappingRule, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class NodeConfig:
     """What a node runs with; ``odradek.shell.boot.node_config`` derives it."""
 
@@ -114,6 +128,8 @@ class NodeConfig:
     broker_session_timeout_ms: int = 9000
     broker_session_connection_loss_ms: int = 500
     broker_heartbeat_interval_ms: int = 2000
+    tls: BrokerTls | None = None
+    """None: the broker listener is PLAINTEXT."""
 
 
 class Node:
@@ -479,6 +495,7 @@ class Node:
                 lambda report: self.lifecycle.report_loss(report) if self.lifecycle else None,
             ),
             self.supervisor,
+            fetch_tls=cfg.tls.client if cfg.tls is not None else None,
         )
         self.effects.replication = self.replication
         self.groups.replication = self.replication
@@ -498,10 +515,16 @@ class Node:
         self.metadata.hosting = self.hosting
         self.state.records_appended = self._records_appended
         self.hosting.sync()
+        tls = cfg.tls
         self._server = await asyncio.start_server(
-            self.connections.serving(self.router, broker_listener_name(cfg.server)),
+            self.connections.serving(
+                self.router,
+                broker_listener_name(cfg.server),
+                principal_rules=tls.principal_rules if tls is not None else None,
+            ),
             cfg.listen_host,
             cfg.listen_port,
+            ssl=tls.server if tls is not None else None,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         if cfg.settings.port == 0:
@@ -511,7 +534,14 @@ class Node:
         self.lifecycle = BrokerLifecycle(
             broker_id=settings.node_id,
             cluster_id=settings.cluster_id,
-            listeners=[("PLAINTEXT", settings.host, settings.port)],
+            listeners=[
+                (
+                    broker_listener_name(cfg.server),
+                    settings.host,
+                    settings.port,
+                    SECURITY_PROTOCOL_IDS["SSL" if tls is not None else "PLAINTEXT"],
+                )
+            ],
             rack=settings.rack,
             log_dirs=[self.log_dir.directory_id],
             quorum=self.quorum,

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import ssl
 import struct
 from typing import Any
 
@@ -68,8 +69,18 @@ def _refused(error: BaseException) -> bool:
 
 
 class PeerConnection:
-    def __init__(self, host: str, port: int, client_id: str, connect_timeout_s: float = 1.0):
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        client_id: str,
+        connect_timeout_s: float = 1.0,
+        tls: ssl.SSLContext | None = None,
+    ):
+        """``tls``: connect over TLS with this context (the peer's host name checked as
+        the context says), within the same connect timeout."""
         self.host = host
+        self.tls = tls
         self.port = port
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
@@ -119,7 +130,11 @@ class PeerConnection:
                 local = None if _outgoing_host is None else (_outgoing_host, 0)
                 async with asyncio.timeout(self.connect_timeout_s):
                     reader, writer = await asyncio.open_connection(
-                        self.host, self.port, local_addr=local
+                        self.host,
+                        self.port,
+                        local_addr=local,
+                        ssl=self.tls,
+                        server_hostname=self.host if self.tls is not None else None,
                     )
             except (OSError, TimeoutError) as e:
                 raise PeerUnavailable(f"{self.host}:{self.port}: {e}", _refused(e)) from None
@@ -177,14 +192,15 @@ class PeerConnection:
 class PeerPool:
     """One :class:`PeerConnection` per address, opened on first use, all closed together."""
 
-    def __init__(self, client_id: str) -> None:
+    def __init__(self, client_id: str, tls: ssl.SSLContext | None = None) -> None:
         self.client_id = client_id
+        self.tls = tls
         self._peers: dict[tuple[str, int], PeerConnection] = {}
 
     def get(self, address: tuple[str, int]) -> PeerConnection:
         peer = self._peers.get(address)
         if peer is None:
-            peer = PeerConnection(*address, client_id=self.client_id)
+            peer = PeerConnection(*address, client_id=self.client_id, tls=self.tls)
             self._peers[address] = peer
         return peer
 

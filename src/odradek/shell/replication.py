@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -141,7 +142,10 @@ class ReplicationService:
         storage: ReplicaStorage,
         controller: ControllerChannel,
         supervisor: Supervisor | None = None,
+        fetch_tls: ssl.SSLContext | None = None,
     ) -> None:
+        """``fetch_tls``: the context fetches from leaders connect with, when the broker
+        (inter-broker) listener is SSL."""
         self.state = state
         # Fetchers are long-lived: one that fails on something no partition's own error
         # handling covers (a bug) stops the node rather than leaving its replicas
@@ -174,7 +178,7 @@ class ReplicationService:
         )
         # Fetches long-poll: ISR changes get connections of their own, not queued behind.
         self._peers = {
-            "fetch": PeerPool(f"replica-{self.node_id}-fetch"),
+            "fetch": PeerPool(f"replica-{self.node_id}-fetch", fetch_tls),
             "isr": PeerPool(f"replica-{self.node_id}-isr"),
         }
         self._isr_task: asyncio.Task[None] | None = None

@@ -1,0 +1,60 @@
+"""The ``ssl.*`` keys Odradek reads, and a listener's effective values of them.
+
+Kafka reads a listener's TLS settings from ``listener.name.<listener>.ssl.*`` (the name
+in lower case) over the server-wide ``ssl.*``; a client reads its ``ssl.*`` properties.
+The keys are read as strings by :mod:`odradek.shell.tls`, which applies Kafka's
+defaults; passwords among them are never logged or described.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Final
+
+__all__ = ["SENSITIVE_SSL_KEYS", "SSL_KEYS", "effective_ssl_config", "is_ssl_key"]
+
+SSL_KEYS: Final = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+        "ssl.client.auth",
+        "ssl.enabled.protocols",
+        "ssl.protocol",
+        "ssl.cipher.suites",
+        "ssl.endpoint.identification.algorithm",
+        "ssl.principal.mapping.rules",
+    }
+)
+# Secrets: the private key and the passwords that open stores and keys.
+SENSITIVE_SSL_KEYS: Final = frozenset(
+    {"ssl.keystore.password", "ssl.keystore.key", "ssl.key.password", "ssl.truststore.password"}
+)
+_LISTENER_PREFIX: Final = re.compile(r"listener\.name\.([^.]+)\.(ssl\..+)")
+
+
+def is_ssl_key(key: str) -> bool:
+    """Whether ``key`` is one of :data:`SSL_KEYS`, server-wide or for one listener."""
+    if key in SSL_KEYS:
+        return True
+    match = _LISTENER_PREFIX.fullmatch(key)
+    return match is not None and match.group(2) in SSL_KEYS
+
+
+def effective_ssl_config(originals: Mapping[str, str], listener: str) -> dict[str, str]:
+    """``listener``'s ``ssl.*`` values: its own (``listener.name.<lower-case name>.``)
+    over the server-wide ones."""
+    values = {k: v for k, v in originals.items() if k in SSL_KEYS}
+    prefix = f"listener.name.{listener.lower()}."
+    for key, value in originals.items():
+        if key.startswith(prefix) and key[len(prefix) :] in SSL_KEYS:
+            values[key[len(prefix) :]] = value
+    return values

@@ -1,0 +1,179 @@
+"""TLS on the broker listener, with real clients: three nodes whose broker (and
+inter-broker) listener is SSL with ``ssl.client.auth=required``. Clients produce and
+consume over mutual TLS, followers fetch from leaders over TLS (every replica stays in
+the ISR), and clients without a certificate, or speaking plaintext, are refused."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.integration.cluster import Cluster
+from tests.security.certs import cn, issue, make_ca
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    root = tmp_path_factory.mktemp("pki")
+    ca = make_ca()
+    broker = issue(ca, cn("broker"))
+    client = issue(ca, cn("alice"), hosts=())
+    files = {
+        "ca": ca.cert_pem,
+        "broker": broker.key_pem() + broker.cert_pem,
+        "client.crt": client.cert_pem,
+        "client.key": client.key_pem(),
+    }
+    for name, data in files.items():
+        (root / name).write_bytes(data)
+    return {name: str(root / name) for name in files}
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, pki: dict[str, str]) -> Iterator[Cluster]:
+    extra = (
+        "ssl.keystore.type=PEM\n"
+        f"ssl.keystore.location={pki['broker']}\n"
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={pki['ca']}\n"
+        "ssl.client.auth=required\n"
+    )
+    c = Cluster(tmp_path_factory.mktemp("tls"), extra=extra, broker_protocol="SSL")
+    c.start()
+    yield c
+    c.stop()
+
+
+def client_config(
+    cluster: Cluster, pki: dict[str, str], *, certificate: bool = True
+) -> dict[str, str | int | float | bool]:
+    config: dict[str, str | int | float | bool] = {
+        "bootstrap.servers": cluster.bootstrap,
+        "security.protocol": "ssl",
+        "ssl.ca.location": pki["ca"],
+    }
+    if certificate:
+        config |= {
+            "ssl.certificate.location": pki["client.crt"],
+            "ssl.key.location": pki["client.key"],
+        }
+    return config
+
+
+def test_produce_and_consume_over_mutual_tls_with_followers_in_sync(
+    cluster: Cluster, pki: dict[str, str]
+) -> None:
+    topic = f"tls-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(client_config(cluster, pki))
+    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=3)])[topic].result(30)
+    producer = Producer({**client_config(cluster, pki), "acks": "all", "enable.idempotence": True})
+    acked: list[object] = []
+
+    def delivered(error: object, message: object) -> None:
+        if error is None:
+            acked.append(message)
+
+    for i in range(300):
+        producer.produce(
+            topic, value=f"v{i}".encode() * 40, key=str(i).encode(), on_delivery=delivered
+        )
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    assert len(acked) == 300
+
+    consumer = Consumer(
+        {
+            **client_config(cluster, pki),
+            "group.id": f"g-{topic}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    seen: set[bytes] = set()
+    deadline = time.monotonic() + 60
+    while len(seen) < 300 and time.monotonic() < deadline:
+        message = consumer.poll(1.0)
+        if message is not None and message.error() is None and message.value() is not None:
+            seen.add(bytes(message.value() or b""))
+    consumer.close()
+    assert seen == {f"v{i}".encode() * 40 for i in range(300)}
+
+    # Followers fetch from the leaders over the same TLS listener: all stay in sync.
+    deadline = time.monotonic() + 30
+    while True:
+        partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+        if all(len(p.isrs) == 3 for p in partitions.values()) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert {p.id: sorted(p.isrs) for p in partitions.values()} == {0: [1, 2, 3], 1: [1, 2, 3]}
+
+
+def test_a_client_without_a_certificate_is_refused(cluster: Cluster, pki: dict[str, str]) -> None:
+    admin = AdminClient({**client_config(cluster, pki, certificate=False), "retries": 0})
+    with pytest.raises(KafkaException):
+        admin.list_topics(timeout=5)
+
+
+def test_plaintext_to_the_tls_port_gets_no_kafka_answer(cluster: Cluster) -> None:
+    # An ApiVersions v0 request, as a client that forgot security.protocol sends it.
+    header = struct.pack(">hhih", 18, 0, 1, 4) + b"test"
+    with socket.create_connection(("127.0.0.1", cluster.nodes[0].port), timeout=10) as s:
+        s.sendall(struct.pack(">i", len(header)) + header)
+        try:
+            answer = s.recv(4096)
+        except ConnectionResetError:
+            answer = b""
+    # The TLS server takes the bytes for a broken ClientHello: at most a TLS alert
+    # (record type 21), never a Kafka response.
+    assert answer == b"" or answer[0] == 21
+
+
+def test_kafka_python_over_mutual_tls(cluster: Cluster, pki: dict[str, str]) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    ssl = {
+        "security_protocol": "SSL",
+        "ssl_cafile": pki["ca"],
+        "ssl_certfile": pki["client.crt"],
+        "ssl_keyfile": pki["client.key"],
+    }
+    topic = f"tls-kp-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient(client_config(cluster, pki))
+    admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=3)])[topic].result(30)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all", **ssl)
+    for i in range(20):
+        producer.send(topic, f"kp{i}".encode()).get(timeout=30)
+    producer.close()
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=cluster.bootstrap,
+        auto_offset_reset="earliest",
+        consumer_timeout_ms=10_000,
+        **ssl,
+    )
+    values = [m.value for m in consumer]
+    consumer.close()
+    assert values == [f"kp{i}".encode() for i in range(20)]
+
+
+def test_a_bad_key_store_stops_the_node_naming_the_key(tmp_path: Path, pki: dict[str, str]) -> None:
+    c = Cluster(
+        tmp_path,
+        size=1,
+        extra="ssl.keystore.type=PEM\nssl.keystore.location=/nonexistent/broker.pem\n",
+        broker_protocol="SSL",
+    )
+    node = c.nodes[0]
+    node.start(wait=False)
+    assert node.process is not None
+    assert node.process.wait(60) != 0
+    log = (node.dir / "node.log").read_text()
+    assert "ssl.keystore.location" in log
