@@ -114,20 +114,34 @@ def test_no_address_anywhere_is_a_usage_error(tmp_path: Path) -> None:
     ("line", "named"),
     [
         ("security.protocol=SASL_SSL", "security.protocol=SASL_SSL"),
-        ("security.protocol=ssl", "security.protocol=ssl"),
         ("sasl.mechanism=PLAIN", "sasl.mechanism"),
         ("sasl.jaas.config=x required;", "sasl.jaas.config"),
-        ("ssl.truststore.location=/etc/t.jks", "ssl.truststore.location"),
+        # TLS keys without security.protocol=SSL would be silently unused.
+        ("ssl.truststore.location=/etc/t.pem", "set security.protocol=SSL"),
     ],
 )
-def test_security_settings_are_refused_with_the_key_named(
+def test_security_settings_not_served_are_refused_with_the_key_named(
     tmp_path: Path, line: str, named: str
 ) -> None:
     path = config_file(tmp_path, f"bootstrap.servers=b1:9092\n{line}\n")
     with pytest.raises(click.BadParameter) as caught:
         read_command_config(path)
     assert named in caught.value.message
-    assert "security comes later" in caught.value.message
+
+
+def test_ssl_settings_give_a_tls_client(tmp_path: Path) -> None:
+    path = config_file(
+        tmp_path,
+        "bootstrap.servers=b1:9092\nsecurity.protocol=ssl\n"
+        "ssl.endpoint.identification.algorithm=\n",
+    )
+    settings = client_settings(None, path, kind="broker", client_id="x")
+    assert settings.tls is not None and not settings.tls.check_hostname
+    bad = config_file(
+        tmp_path, "bootstrap.servers=b1:9092\nsecurity.protocol=SSL\nssl.keystore.type=BKS\n"
+    )
+    with pytest.raises(click.BadParameter, match=r"ssl\.keystore\.type"):
+        client_settings(None, bad, kind="broker", client_id="x")
 
 
 def test_plaintext_is_what_the_commands_speak(tmp_path: Path) -> None:

@@ -339,5 +339,5 @@ def test_a_security_setting_is_refused_before_anything_is_sent(
         "cluster", "health", "--bootstrap-server", broker.address, "--command-config", str(config)
     )
     assert result.exit_code == 2, result.output
-    assert "sasl.mechanism" in result.output and "security comes later" in result.output
+    assert "sasl.mechanism" in result.output and "SASL is not supported yet" in result.output
     assert broker.requests == []

@@ -5,6 +5,7 @@ the ISR), and clients without a certificate, or speaking plaintext, are refused.
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import time
@@ -16,7 +17,7 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.integration.cluster import Cluster
+from tests.integration.cluster import Cluster, odradek
 from tests.security.certs import cn, issue, make_ca
 
 
@@ -177,3 +178,36 @@ def test_a_bad_key_store_stops_the_node_naming_the_key(tmp_path: Path, pki: dict
     assert node.process.wait(60) != 0
     log = (node.dir / "node.log").read_text()
     assert "ssl.keystore.location" in log
+
+
+def test_odradek_commands_reach_the_cluster_over_mutual_tls(
+    cluster: Cluster, pki: dict[str, str], tmp_path: Path
+) -> None:
+    config = tmp_path / "client.properties"
+
+    def inline(path: str) -> str:
+        # A .properties value on one line: \n escapes, as Kafka's inline PEM keys take.
+        return Path(path).read_text().strip().replace("\n", "\\n")
+
+    config.write_text(
+        "security.protocol=SSL\n"
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={pki['ca']}\n"
+        "ssl.keystore.type=PEM\n"
+        f"ssl.keystore.certificate.chain={inline(pki['client.crt'])}\n"
+        f"ssl.keystore.key={inline(pki['client.key'])}\n"
+    )
+    health = odradek(
+        "cluster", "health", "--bootstrap-server", cluster.bootstrap,
+        "--command-config", str(config), "--json", check=False,
+    )  # fmt: skip
+    assert health.returncode == 0, health.stdout + health.stderr
+    assert json.loads(health.stdout)["healthy"] is True
+    # Without the client certificate the brokers refuse the command's connections.
+    plain = tmp_path / "plain.properties"
+    plain.write_text(f"security.protocol=SSL\nssl.truststore.location={pki['ca']}\n")
+    refused = odradek(
+        "cluster", "health", "--bootstrap-server", cluster.bootstrap,
+        "--command-config", str(plain), check=False,
+    )  # fmt: skip
+    assert refused.returncode == 2, refused.stdout + refused.stderr

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import re
+import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
@@ -45,7 +46,9 @@ from odradek.protocol.messages import (
 )
 from odradek.protocol.messages import describe_quorum_request as dqr
 from odradek.raft.wire import METADATA_PARTITION, METADATA_TOPIC
+from odradek.security.ssl_keys import SSL_KEYS
 from odradek.shell.peer_client import PeerConnection, PeerUnavailable
+from odradek.shell.tls import client_context
 
 Address = tuple[str, int]
 Kind = Literal["broker", "controller"]
@@ -98,13 +101,14 @@ CLIENT_CONFIG: Final = ConfigDef(
             SECURITY_PROTOCOL,
             ConfigType.STRING,
             "PLAINTEXT",
-            doc="PLAINTEXT only; anything else is refused until security is built.",
+            doc="PLAINTEXT or SSL (with the ssl.* keys); SASL is refused until it is built.",
         ),
     ]
 )
 """The client properties an ``odradek`` command applies from ``--command-config``."""
 
-_REFUSED_PREFIXES: Final = ("sasl.", "ssl.")
+_REFUSED_PREFIXES: Final = ("sasl.",)
+_PROTOCOLS: Final = ("PLAINTEXT", "SSL")
 _BRACKETED: Final = re.compile(r"\[([^\[\]]*)\]:([0-9]+)")
 _PORT: Final = re.compile(r"[0-9]+")
 
@@ -190,6 +194,8 @@ class ClientSettings:
     request_timeout_s: float | None = None
     """From ``request.timeout.ms``; None: each request waits its command's default."""
     connect_timeout_s: float = CONNECT_TIMEOUT_S
+    tls: ssl.SSLContext | None = None
+    """From ``security.protocol=SSL`` and the ``ssl.*`` keys; None: PLAINTEXT."""
 
 
 def read_command_config(path: str) -> dict[str, str]:
@@ -208,19 +214,24 @@ def read_command_config(path: str) -> dict[str, str]:
     for key in raw:
         if key.startswith(_REFUSED_PREFIXES):
             raise click.BadParameter(
-                f"{key}: TLS and SASL are not supported yet (security comes later); "
-                "odradek commands connect with PLAINTEXT only",
+                f"{key}: SASL is not supported yet; odradek commands connect with PLAINTEXT or SSL",
                 param_hint=hint,
             )
     protocol = raw.get(SECURITY_PROTOCOL, "PLAINTEXT").strip()
-    if protocol.upper() != "PLAINTEXT":
+    if protocol.upper() not in _PROTOCOLS:
         raise click.BadParameter(
-            f"{SECURITY_PROTOCOL}={protocol}: only PLAINTEXT is supported yet (security "
-            "comes later)",
+            f"{SECURITY_PROTOCOL}={protocol}: PLAINTEXT and SSL are supported (SASL not yet)",
+            param_hint=hint,
+        )
+    tls_keys = {k: v for k, v in raw.items() if k in SSL_KEYS}
+    if tls_keys and protocol.upper() != "SSL":
+        raise click.BadParameter(
+            f"{', '.join(sorted(tls_keys))} given with {SECURITY_PROTOCOL}={protocol}: "
+            "set security.protocol=SSL to use them",
             param_hint=hint,
         )
     try:
-        _, unknown = CLIENT_CONFIG.parse(raw)
+        _, unknown = CLIENT_CONFIG.parse({k: v for k, v in raw.items() if k not in SSL_KEYS})
     except ConfigError as e:
         raise click.BadParameter(str(e), param_hint=hint) from None
     if unknown:
@@ -228,7 +239,7 @@ def read_command_config(path: str) -> dict[str, str]:
             f"warning: {hint}: ignoring {', '.join(unknown)} (not used by odradek commands)",
             err=True,
         )
-    return {k: v for k, v in raw.items() if k in CLIENT_CONFIG}
+    return {k: v for k, v in raw.items() if k in CLIENT_CONFIG or k in SSL_KEYS}
 
 
 def client_settings(
@@ -245,7 +256,14 @@ def client_settings(
     option = "--bootstrap-server" if kind == "broker" else "--bootstrap-controller"
     key = BOOTSTRAP_SERVERS if kind == "broker" else BOOTSTRAP_CONTROLLERS
     config = read_command_config(command_config) if command_config is not None else {}
-    typed, _ = CLIENT_CONFIG.parse(config)
+    typed, _ = CLIENT_CONFIG.parse({k: v for k, v in config.items() if k in CLIENT_CONFIG})
+    tls = None
+    if str(typed[SECURITY_PROTOCOL]).strip().upper() == "SSL":
+        try:
+            tls = client_context({k: v for k, v in config.items() if k in SSL_KEYS})
+        except ConfigError as e:
+            hint = f"--command-config {command_config}"
+            raise click.BadParameter(str(e), param_hint=hint) from None
     if flag is not None:
         addresses = parse_addresses(flag, option)
     elif typed[key]:
@@ -260,6 +278,7 @@ def client_settings(
         client_id=named if isinstance(named, str) and named else client_id,
         request_timeout_s=timeout_ms / 1000 if isinstance(timeout_ms, int) else None,
         connect_timeout_s=connect_ms / 1000 if isinstance(connect_ms, int) else CONNECT_TIMEOUT_S,
+        tls=tls,
     )
 
 
@@ -446,6 +465,7 @@ class ClusterClient:
                 *address,
                 client_id=self.settings.client_id,
                 connect_timeout_s=self.settings.connect_timeout_s,
+                tls=self.settings.tls,
             )
             self._peers[address] = peer
         try:

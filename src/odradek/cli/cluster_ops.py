@@ -120,7 +120,10 @@ async def broker_sizes(address: Address, settings: ClientSettings) -> dict[Key, 
     """The size of every partition hosted on one broker (DescribeLogDirs, which each
     broker answers for its own disks only: no fail-over)."""
     peer = PeerConnection(
-        *address, client_id=settings.client_id, connect_timeout_s=settings.connect_timeout_s
+        *address,
+        client_id=settings.client_id,
+        connect_timeout_s=settings.connect_timeout_s,
+        tls=settings.tls,
     )
     try:
         response = await peer.request(

@@ -103,7 +103,10 @@ async def _log_end(
     address: Address, settings: ClientSettings, topic: str, partition: int
 ) -> int | None:
     peer = PeerConnection(
-        *address, client_id=settings.client_id, connect_timeout_s=settings.connect_timeout_s
+        *address,
+        client_id=settings.client_id,
+        connect_timeout_s=settings.connect_timeout_s,
+        tls=settings.tls,
     )
     try:
         response: Any = await peer.request(

@@ -521,7 +521,10 @@ def _connection(client: ClusterClient, leader: Address) -> PeerConnection:
     only, and is never sent again once it may have been appended."""
     settings = client.settings
     return PeerConnection(
-        *leader, client_id=settings.client_id, connect_timeout_s=settings.connect_timeout_s
+        *leader,
+        client_id=settings.client_id,
+        connect_timeout_s=settings.connect_timeout_s,
+        tls=settings.tls,
     )
 
 
