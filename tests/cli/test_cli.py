@@ -162,7 +162,14 @@ def test_server_from_properties_serves_clients(tmp_path: Path) -> None:
             "listeners=PLAINTEXT://127.0.0.1:19500,CONTROLLER://127.0.0.1:19501\n"
             "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL\n"
             "controller.quorum.voters=1@127.0.0.1:19501\n",
-            "is a controller listener (controller.listener.names); TLS is supported",
+            "listener CONTROLLER: an SSL listener needs a key store",
+        ),
+        (
+            "listeners=PLAINTEXT://127.0.0.1:19500,SSL://127.0.0.1:19502,"
+            "CONTROLLER://127.0.0.1:19501\n"
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SSL:SSL,CONTROLLER:PLAINTEXT\n"
+            "controller.quorum.voters=1@127.0.0.1:19501\n",
+            "is a second broker listener (only the first one is served)",
         ),
         (
             "listeners=SSL://127.0.0.1:19500,CONTROLLER://127.0.0.1:19501\n"

@@ -100,10 +100,13 @@ class ClusterNode(ServerProcess):
         extra: str,
         roles: str = "broker,controller",
         separate_metadata_dir: bool = False,
+        *,
         broker_protocol: str = "PLAINTEXT",
+        controller_protocol: str = "PLAINTEXT",
     ) -> None:
         super().__init__(root / f"node-{node_id}")
         self.broker_protocol = broker_protocol
+        self.controller_protocol = controller_protocol
         self.node_id = node_id
         self.separate_metadata_dir = separate_metadata_dir
         self.roles = roles
@@ -116,9 +119,12 @@ class ClusterNode(ServerProcess):
         listeners = []
         if "broker" in self.roles:
             listeners.append(f"{self.broker_protocol}://127.0.0.1:{self.port}")
-        if self.broker_protocol != "PLAINTEXT":
+        if self.broker_protocol != "PLAINTEXT" or self.controller_protocol != "PLAINTEXT":
             # The broker listener is the inter-broker one: followers fetch over it too.
-            protocols = f"{self.broker_protocol}:{self.broker_protocol},CONTROLLER:PLAINTEXT"
+            protocols = (
+                f"{self.broker_protocol}:{self.broker_protocol},"
+                f"CONTROLLER:{self.controller_protocol}"
+            )
             listeners_extra = (
                 f"inter.broker.listener.name={self.broker_protocol}\n"
                 f"listener.security.protocol.map={protocols}\n"
@@ -167,13 +173,29 @@ class Cluster:
         controllers: int = 0,
         separate_metadata_dir: bool = False,
         broker_protocol: str = "PLAINTEXT",
+        controller_protocol: str = "PLAINTEXT",
     ) -> None:
         if controllers:
             self.controllers = [
-                ClusterNode(root, 101 + i, extra, "controller") for i in range(controllers)
+                ClusterNode(
+                    root,
+                    101 + i,
+                    extra,
+                    "controller",
+                    broker_protocol=broker_protocol,
+                    controller_protocol=controller_protocol,
+                )
+                for i in range(controllers)
             ]
             self.nodes = [
-                ClusterNode(root, i + 1, extra, "broker", broker_protocol=broker_protocol)
+                ClusterNode(
+                    root,
+                    i + 1,
+                    extra,
+                    "broker",
+                    broker_protocol=broker_protocol,
+                    controller_protocol=controller_protocol,
+                )
                 for i in range(size)
             ]
         else:
@@ -184,6 +206,7 @@ class Cluster:
                     extra,
                     separate_metadata_dir=separate_metadata_dir,
                     broker_protocol=broker_protocol,
+                    controller_protocol=controller_protocol,
                 )
                 for i in range(size)
             ]

@@ -211,3 +211,44 @@ def test_odradek_commands_reach_the_cluster_over_mutual_tls(
         "--command-config", str(plain), check=False,
     )  # fmt: skip
     assert refused.returncode == 2, refused.stdout + refused.stderr
+
+
+def test_every_listener_on_mutual_tls_with_separate_controllers(
+    tmp_path: Path, pki: dict[str, str]
+) -> None:
+    """Controllers' Raft traffic, brokers' registrations, heartbeats, forwarded admin
+    requests and ISR changes all go over the controller listener's TLS: the cluster
+    forms (each broker registers, which needs an elected quorum), a topic is created
+    (forwarded), and acks=all produce succeeds with every replica in sync."""
+    extra = (
+        "ssl.keystore.type=PEM\n"
+        f"ssl.keystore.location={pki['broker']}\n"
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={pki['ca']}\n"
+        "ssl.client.auth=required\n"
+    )
+    c = Cluster(
+        tmp_path, size=2, controllers=3, extra=extra, broker_protocol="SSL",
+        controller_protocol="SSL",
+    )  # fmt: skip
+    c.start()
+    try:
+        topic = "all-tls"
+        admin = AdminClient(client_config(c, pki))
+        admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=2)])[
+            topic
+        ].result(30)
+        producer = Producer({**client_config(c, pki), "acks": "all"})
+        errors: list[object] = []
+        for i in range(50):
+            producer.produce(
+                topic, f"m{i}".encode(), on_delivery=lambda error, _: errors.append(error)
+            )
+        assert producer.flush(60) == 0
+        assert errors == [None] * 50
+        partition = admin.list_topics(topic, timeout=10).topics[topic].partitions[0]
+        assert sorted(partition.isrs) == [1, 2]
+        for node in c.controllers:
+            assert "refused a TLS client" not in (node.dir / "node.log").read_text()
+    finally:
+        c.stop()

@@ -4,7 +4,7 @@ A node is a broker, a controller or both (``process.roles``). Controllers serve 
 metadata quorum on their controller listener (``controller.listener.names``); the
 quorum is static (``controller.quorum.voters``) or dynamic
 (``controller.quorum.bootstrap.servers``, voters in the metadata log, KIP-853). What this
-build cannot serve (SASL, TLS beyond the broker listener, several log dirs) is refused
+build cannot serve (SASL, a second broker listener, several log dirs) is refused
 with a message that names the keys, rather than started half right.
 """
 
@@ -24,7 +24,7 @@ from odradek.broker.topic_config import (
 from odradek.core.errors import ConfigError
 from odradek.raft.voters import VoterEndpoint
 from odradek.security.principal import parse_mapping_rules
-from odradek.shell.node import BrokerTls, NodeConfig
+from odradek.shell.node import BrokerTls, ControllerTls, NodeConfig
 from odradek.shell.quorum import QuorumConfig
 from odradek.shell.tls import client_context, server_context
 
@@ -51,17 +51,17 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
                 f"listeners: {endpoint.connection_string()} uses {protocol}, which is not "
                 "supported yet (only PLAINTEXT and SSL); refusing to serve it in plaintext"
             )
-        if protocol == "SSL" and endpoint is not served:
-            where = (
-                "a controller listener (controller.listener.names)"
-                if endpoint.listener_name in controller_names
-                else "a second broker listener (only the first one is served)"
-            )
+        if (
+            protocol == "SSL"
+            and endpoint is not served
+            and endpoint.listener_name not in controller_names
+        ):
             raise ConfigError(
-                f"listeners: {endpoint.connection_string()} is {where}; TLS is supported on "
-                "the broker listener only for now, refusing to serve it in plaintext"
+                f"listeners: {endpoint.connection_string()} is a second broker listener "
+                "(only the first one is served); refusing to leave it unserved"
             )
     tls = _broker_tls(server, served)
+    controller_tls = _controller_tls(server)
     advertised = [e for e in server.advertised_listeners if e.listener_name not in controller_names]
     if server.is_broker and (not broker_listeners or not advertised):
         raise ConfigError("listeners: no broker listener (one not in controller.listener.names)")
@@ -110,6 +110,7 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
     controller_listen = controller_listeners[0] if controller_listeners else None
     return NodeConfig(
         tls=tls,
+        controller_tls=controller_tls,
         settings=settings,
         log_dir=server.log_dirs[0],
         metadata_log_dir=server.metadata_log_dir,
@@ -132,14 +133,19 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
             (controller_listen.host or "0.0.0.0") if controller_listen else None
         ),
         controller_listen_port=controller_listen.port if controller_listen else 0,
-        quorum=quorum_config(server, cluster_id, directory_id),
+        quorum=quorum_config(server, cluster_id, directory_id, controller_tls),
         broker_session_timeout_ms=server.broker_session_timeout_ms,
         broker_session_connection_loss_ms=server.broker_session_connection_loss_ms,
         broker_heartbeat_interval_ms=server.broker_heartbeat_interval_ms,
     )
 
 
-def quorum_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) -> QuorumConfig:
+def quorum_config(
+    server: ServerConfig,
+    cluster_id: str,
+    directory_id: uuid.UUID,
+    controller_tls: ControllerTls | None = None,
+) -> QuorumConfig:
     static = {v.node_id: (v.host, v.port) for v in server.controller_quorum_voters} or None
     if static is not None:
         bootstrap = list(static.values())
@@ -160,6 +166,7 @@ def quorum_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID
         retry_backoff_ms=server.controller_quorum_retry_backoff_ms,
         max_idle_interval_ms=server.metadata_max_idle_interval_ms,
         stall_alarm_ms=server.metadata_quorum_stall_alarm_ms,
+        tls=controller_tls.client if controller_tls is not None else None,
     )
 
 
@@ -192,6 +199,25 @@ def _broker_tls(server: ServerConfig, served: Endpoint | None) -> BrokerTls | No
     return BrokerTls(
         listener=name,
         server=server_context(config, name),
+        client=client_context(config),
+        principal_rules=parse_mapping_rules(config.get("ssl.principal.mapping.rules", "")),
+    )
+
+
+def _controller_tls(server: ServerConfig) -> ControllerTls | None:
+    """TLS of the controller listener (``controller.listener.names``' first), when its
+    protocol is SSL: a controller serves it; every node (the controllers' Raft traffic,
+    a broker's registration, heartbeats, forwards and ISR changes) connects with it."""
+    names = server.controller_listener_names
+    if not names:
+        return None
+    name = names[0]
+    if server.listener_security_protocol_map.get(name, "PLAINTEXT") != "SSL":
+        return None
+    config = server.ssl_config(name)
+    return ControllerTls(
+        listener=name,
+        server=server_context(config, name) if server.is_controller else None,
         client=client_context(config),
         principal_rules=parse_mapping_rules(config.get("ssl.principal.mapping.rules", "")),
     )

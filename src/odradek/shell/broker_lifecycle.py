@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import uuid
 from collections.abc import Callable
 
@@ -45,7 +46,9 @@ class BrokerLifecycle:
         heartbeat_interval_ms: int,
         request_timeout_ms: int,
         previous_broker_epoch: int = -1,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
+        """``tls``: the controller listener's client context, when it is SSL."""
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.listeners = listeners
@@ -62,7 +65,7 @@ class BrokerLifecycle:
         self.broker_epoch = -1
         self.fenced = True
         self.unfenced = asyncio.Event()
-        self._peers = PeerPool(f"broker-{broker_id}")
+        self._peers = PeerPool(f"broker-{broker_id}", tls)
         # Reports not yet committed by the controller, each with the event its
         # partition's fetcher waits on (see :meth:`report_loss`).
         self._loss_reports: list[tuple[LossReport, asyncio.Event]] = []

@@ -98,6 +98,18 @@ class BrokerTls:
 
 
 @dataclass(frozen=True, slots=True)
+class ControllerTls:
+    """TLS on the controller listener: what a controller serves it with (None on a
+    broker-only node), what every node connects to controllers with, and how a client
+    certificate names its principal."""
+
+    listener: str
+    server: ssl.SSLContext | None
+    client: ssl.SSLContext
+    principal_rules: tuple[MappingRule, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class NodeConfig:
     """What a node runs with; ``odradek.shell.boot.node_config`` derives it."""
 
@@ -130,6 +142,8 @@ class NodeConfig:
     broker_heartbeat_interval_ms: int = 2000
     tls: BrokerTls | None = None
     """None: the broker listener is PLAINTEXT."""
+    controller_tls: ControllerTls | None = None
+    """None: the controller listener is PLAINTEXT."""
 
 
 class Node:
@@ -214,7 +228,8 @@ class Node:
             self.groups,
             node_id=settings.node_id,
         )
-        self._forward_peers = PeerPool(f"forward-{settings.node_id}")
+        controller_client = config.controller_tls.client if config.controller_tls else None
+        self._forward_peers = PeerPool(f"forward-{settings.node_id}", controller_client)
         self.connections = Connections(
             self.effects,
             server,
@@ -345,12 +360,17 @@ class Node:
             )
             self.effects.controller = self.controller
             host = cfg.controller_listen_host or "0.0.0.0"
+            ctls = cfg.controller_tls
             self._controller_server = await asyncio.start_server(
                 self.connections.serving(
-                    self.controller_router, cfg.quorum.controller_listener, self.controller
+                    self.controller_router,
+                    cfg.quorum.controller_listener,
+                    self.controller,
+                    principal_rules=ctls.principal_rules if ctls is not None else None,
                 ),
                 host,
                 cfg.controller_listen_port,
+                ssl=ctls.server if ctls is not None else None,
             )
             self.controller_port = self._controller_server.sockets[0].getsockname()[1]
             local = "127.0.0.1" if host in ("0.0.0.0", "") else host
@@ -496,6 +516,7 @@ class Node:
             ),
             self.supervisor,
             fetch_tls=cfg.tls.client if cfg.tls is not None else None,
+            controller_tls=cfg.controller_tls.client if cfg.controller_tls else None,
         )
         self.effects.replication = self.replication
         self.groups.replication = self.replication
@@ -549,6 +570,7 @@ class Node:
             heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
             request_timeout_ms=cfg.quorum.request_timeout_ms,
             previous_broker_epoch=previous_broker_epoch,
+            tls=cfg.controller_tls.client if cfg.controller_tls else None,
         )
         self.hosting.registration = self.lifecycle
         self._lifecycle_task = self.supervisor.start("broker-lifecycle", self.lifecycle.run())

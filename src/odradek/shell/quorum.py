@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import ssl
 import time
 import uuid
 from collections import deque
@@ -105,6 +106,8 @@ class QuorumConfig:
     retry_backoff_ms: int = 20
     max_idle_interval_ms: int = 500
     stall_alarm_ms: int = 10_000
+    tls: ssl.SSLContext | None = None
+    """The client context of the controller listener, when it is SSL."""
 
 
 class QuorumDriver:
@@ -124,7 +127,7 @@ class QuorumDriver:
         self.on_commit = on_commit
         self.on_snapshot = on_snapshot
         self.node: RaftNode | None = None
-        self._peers = PeerPool(f"raft-{config.node_id}")
+        self._peers = PeerPool(f"raft-{config.node_id}", config.tls)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
         self._sync: QuorumSync | None = None

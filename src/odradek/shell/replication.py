@@ -143,9 +143,11 @@ class ReplicationService:
         controller: ControllerChannel,
         supervisor: Supervisor | None = None,
         fetch_tls: ssl.SSLContext | None = None,
+        controller_tls: ssl.SSLContext | None = None,
     ) -> None:
         """``fetch_tls``: the context fetches from leaders connect with, when the broker
-        (inter-broker) listener is SSL."""
+        (inter-broker) listener is SSL; ``controller_tls``: the one ISR changes go to the
+        controller with, when the controller listener is."""
         self.state = state
         # Fetchers are long-lived: one that fails on something no partition's own error
         # handling covers (a bug) stops the node rather than leaving its replicas
@@ -179,7 +181,7 @@ class ReplicationService:
         # Fetches long-poll: ISR changes get connections of their own, not queued behind.
         self._peers = {
             "fetch": PeerPool(f"replica-{self.node_id}-fetch", fetch_tls),
-            "isr": PeerPool(f"replica-{self.node_id}-isr"),
+            "isr": PeerPool(f"replica-{self.node_id}-isr", controller_tls),
         }
         self._isr_task: asyncio.Task[None] | None = None
         state.replication_changed = self.replication_changed
