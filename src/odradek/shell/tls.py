@@ -20,7 +20,8 @@ Key stores (``ssl.keystore.*``) and trust stores (``ssl.truststore.*``):
   ``keytool`` command that converts it.
 
 Python's ``ssl`` loads keys from files only, so inline PEM and PKCS12 keys are written
-to a private temporary file, loaded, and removed at once.
+to a private temporary file, loaded, and removed at once; a PKCS12 key goes there
+encrypted with a password made for the load (an inline key as the configuration has it).
 
 ``ssl.cipher.suites`` takes Java's (IANA) suite names, which OpenSSL does not read; a
 value other than empty is refused at start naming the key rather than ignored.
@@ -29,13 +30,16 @@ value other than empty is refused at start naming the key rather than ignored.
 from __future__ import annotations
 
 import os
+import secrets
 import ssl
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from cryptography import x509
 from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.hazmat.primitives.serialization import pkcs12
 
 from odradek.core.errors import ConfigError
@@ -209,25 +213,36 @@ def _load_keystore(context: ssl.SSLContext, config: Mapping[str, str], where: st
     if store_type == "PEM":
         _load_pem_chain(context, data, key_password, where)
         return True
-    password = config.get("ssl.keystore.password", "")
+    key, certificates = _open_pkcs12(data, config, "ssl.keystore", location, where)
+    if key is None or not certificates:
+        raise ConfigError(f"{where}: ssl.keystore.location={location!r} holds no private key")
+    # Through the temporary file the key goes encrypted, with a password made for it.
+    password = secrets.token_urlsafe(32)
+    pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.BestAvailableEncryption(password.encode()),
+    ) + b"".join(c.public_bytes(serialization.Encoding.PEM) for c in certificates)
+    _load_pem_chain(context, pem, password, where)
+    return True
+
+
+def _open_pkcs12(
+    data: bytes, config: Mapping[str, str], prefix: str, location: str, where: str
+) -> tuple[PrivateKeyTypes | None, list[x509.Certificate]]:
+    """A PKCS12 store's private key (if any) and its certificates, the store's own first;
+    ``prefix`` is ssl.keystore or ssl.truststore, whose ``.password`` opens it."""
+    password = config.get(f"{prefix}.password", "")
     try:
         key, certificate, extra = pkcs12.load_key_and_certificates(
             data, password.encode() if password else None
         )
     except ValueError as e:
         raise ConfigError(
-            f"{where}: ssl.keystore.location={location!r} is not a PKCS12 store that "
-            f"ssl.keystore.password opens: {e}"
+            f"{where}: {prefix}.location={location!r} is not a PKCS12 store that "
+            f"{prefix}.password opens: {e}"
         ) from None
-    if key is None or certificate is None:
-        raise ConfigError(f"{where}: ssl.keystore.location={location!r} holds no private key")
-    pem = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    ) + b"".join(c.public_bytes(serialization.Encoding.PEM) for c in [certificate, *extra])
-    _load_pem_chain(context, pem, None, where)
-    return True
+    return key, [c for c in [certificate, *extra] if c is not None]
 
 
 def _load_pem_chain(context: ssl.SSLContext, pem: bytes, password: str | None, where: str) -> None:
@@ -263,17 +278,7 @@ def _load_truststore(context: ssl.SSLContext, config: Mapping[str, str], where: 
     if store_type == "PEM":
         _load_cas(context, data.decode("ascii", "replace"), "ssl.truststore.location", where)
         return True
-    password = config.get("ssl.truststore.password", "")
-    try:
-        _key, certificate, extra = pkcs12.load_key_and_certificates(
-            data, password.encode() if password else None
-        )
-    except ValueError as e:
-        raise ConfigError(
-            f"{where}: ssl.truststore.location={location!r} is not a PKCS12 store that "
-            f"ssl.truststore.password opens: {e}"
-        ) from None
-    certificates = [c for c in [certificate, *extra] if c is not None]
+    _key, certificates = _open_pkcs12(data, config, "ssl.truststore", location, where)
     if not certificates:
         raise ConfigError(f"{where}: ssl.truststore.location={location!r} holds no certificate")
     pem = "".join(c.public_bytes(serialization.Encoding.PEM).decode() for c in certificates)
