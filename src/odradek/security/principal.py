@@ -72,14 +72,11 @@ def subject_name(der_certificate: bytes) -> str:
     subject = x509.load_der_x509_certificate(der_certificate).subject
     # RFC 2253 writes the relative names from the last (most specific) to the first.
     return ",".join(
-        "+".join(_attribute(a) for a in _rdn_order(rdn)) for rdn in reversed(subject.rdns)
+        # A multi-valued name's members come in the order of their DER encoding, which
+        # is the order cryptography keeps and the order Java writes them in.
+        "+".join(_attribute(a) for a in rdn)
+        for rdn in reversed(subject.rdns)
     )
-
-
-def _rdn_order(rdn: x509.RelativeDistinguishedName) -> list[x509.NameAttribute[str | bytes]]:
-    # A multi-valued name is a DER SET: its members come in the order of their encoding,
-    # which is the order cryptography keeps.
-    return list(rdn)
 
 
 def _attribute(attribute: x509.NameAttribute[str | bytes]) -> str:

@@ -3,7 +3,7 @@
 Kafka reads a listener's TLS settings from ``listener.name.<listener>.ssl.*`` (the name
 in lower case) over the server-wide ``ssl.*``; a client reads its ``ssl.*`` properties.
 The keys are read as strings by :mod:`odradek.shell.tls`, which applies Kafka's
-defaults; passwords among them are never logged or described.
+defaults; none of them is logged or described (passwords are among them).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-__all__ = ["SENSITIVE_SSL_KEYS", "SSL_KEYS", "effective_ssl_config", "is_ssl_key"]
+__all__ = ["SSL_KEYS", "effective_ssl_config", "is_ssl_key"]
 
 SSL_KEYS: Final = frozenset(
     {
@@ -33,10 +33,6 @@ SSL_KEYS: Final = frozenset(
         "ssl.endpoint.identification.algorithm",
         "ssl.principal.mapping.rules",
     }
-)
-# Secrets: the private key and the passwords that open stores and keys.
-SENSITIVE_SSL_KEYS: Final = frozenset(
-    {"ssl.keystore.password", "ssl.keystore.key", "ssl.key.password", "ssl.truststore.password"}
 )
 _LISTENER_PREFIX: Final = re.compile(r"listener\.name\.([^.]+)\.(ssl\..+)")
 
