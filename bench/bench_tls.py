@@ -18,8 +18,6 @@ Run: .venv/bin/python bench/bench_tls.py [--rounds 3] [--mb 200]
 from __future__ import annotations
 
 import argparse
-import datetime
-import ipaddress
 import os
 import statistics
 import subprocess
@@ -31,11 +29,8 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
+from odradek.cli.certificates import cn, issue, make_ca
 from odradek.cli.ports import free_port
 
 CLUSTER_ID = "YmVuY2gtdGxzLWNsdXN0ZQ"
@@ -44,48 +39,13 @@ RECORD = 1024
 
 def make_pki(root: Path) -> tuple[Path, Path]:
     """A CA and a broker certificate for 127.0.0.1: (broker key+chain PEM, CA PEM)."""
-    start = datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=1)
-    end = start + datetime.timedelta(days=30)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "bench CA")])
-    ca = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "broker")]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(end)
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    broker = root / "broker.pem"
-    broker.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-        + cert.public_bytes(serialization.Encoding.PEM)
-    )
+    ca = make_ca(cn("bench CA"), days=30)
+    broker = issue(ca, cn("broker"), hosts=("127.0.0.1",), days=30)
+    broker_file = root / "broker.pem"
+    broker_file.write_bytes(broker.key_pem() + broker.cert_pem)
     ca_file = root / "ca.pem"
-    ca_file.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    return broker, ca_file
+    ca_file.write_bytes(ca.cert_pem)
+    return broker_file, ca_file
 
 
 class Node:

@@ -17,8 +17,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from odradek.cli.certificates import cn, issue, make_ca
 from tests.integration.cluster import Cluster, odradek
-from tests.security.certs import cn, issue, make_ca
 
 
 @pytest.fixture(scope="module")
@@ -38,15 +38,21 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     return {name: str(root / name) for name in files}
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory, pki: dict[str, str]) -> Iterator[Cluster]:
-    extra = (
+def mutual_tls(pki: dict[str, str]) -> str:
+    """The nodes' TLS settings: the broker's PEM key store, the CA, client certificates
+    required."""
+    return (
         "ssl.keystore.type=PEM\n"
         f"ssl.keystore.location={pki['broker']}\n"
         "ssl.truststore.type=PEM\n"
         f"ssl.truststore.location={pki['ca']}\n"
         "ssl.client.auth=required\n"
     )
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory, pki: dict[str, str]) -> Iterator[Cluster]:
+    extra = mutual_tls(pki)
     c = Cluster(tmp_path_factory.mktemp("tls"), extra=extra, broker_protocol="SSL")
     c.start()
     yield c
@@ -220,13 +226,7 @@ def test_every_listener_on_mutual_tls_with_separate_controllers(
     requests and ISR changes all go over the controller listener's TLS: the cluster
     forms (each broker registers, which needs an elected quorum), a topic is created
     (forwarded), and acks=all produce succeeds with every replica in sync."""
-    extra = (
-        "ssl.keystore.type=PEM\n"
-        f"ssl.keystore.location={pki['broker']}\n"
-        "ssl.truststore.type=PEM\n"
-        f"ssl.truststore.location={pki['ca']}\n"
-        "ssl.client.auth=required\n"
-    )
+    extra = mutual_tls(pki)
     c = Cluster(
         tmp_path, size=2, controllers=3, extra=extra, broker_protocol="SSL",
         controller_protocol="SSL",

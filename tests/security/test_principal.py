@@ -12,9 +12,9 @@ from cryptography import x509
 from cryptography.x509.name import _ASN1Type
 from cryptography.x509.oid import NameOID
 
+from odradek.cli.certificates import issue, make_ca, name
 from odradek.core.errors import ConfigError
 from odradek.security.principal import map_subject, parse_mapping_rules, subject_name
-from tests.security.certs import issue, make_ca, name
 
 A = x509.NameAttribute
 
