@@ -23,8 +23,10 @@ At the end, once writes complete and time passes, every request has been answere
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -388,3 +390,31 @@ GroupMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestGroupProtocol = GroupMachine.TestCase
+
+
+def test_a_deleted_group_s_pending_assignment_does_not_reach_its_successor(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by the machine above: a group deleted while its leader's assignment was
+    being written, then made again under the same name, reached the same generation, and
+    the old write's completion gave the new members the old group's (empty)
+    assignments and made the group Stable."""
+    monkeypatch.setattr(sys.modules[__name__], "event", lambda *_: None)  # outside @given
+    state = GroupMachine()
+    state.setup(failures=False, auto_write=False)
+    steps: list[tuple[str, dict[str, Any]]] = [
+        ("behave", {"name": "c", "version": 3}),
+        ("advance", {"ms": 3000}),
+        ("behave", {"name": "c", "version": 3}),
+        ("behave", {"name": "b", "version": 3}),
+        ("advance", {"ms": 20001}),
+        ("delete_group", {"version": 0}),
+        ("behave", {"name": "a", "version": 3}),
+        ("advance", {"ms": 3000}),
+        ("complete_writes", {"count": 1, "fail": False, "which": ErrorCode.NOT_LEADER_OR_FOLLOWER}),
+    ]
+    for rule_name, arguments in steps:
+        getattr(state, rule_name)(**arguments)
+        state.consistent()
+    state.everyone_settles(rounds=2)
+    state.teardown()

@@ -105,6 +105,10 @@ class SyncWrite:
     group_id: str
     generation_id: int
     assignment: dict[str, bytes]
+    group: Group
+    """The group that wrote it: a group deleted and made again under the same name
+    starts over at the same generations, so name and generation alone would hand the
+    old group's assignment to the new group's members."""
 
 
 class Rebalancer:
@@ -327,7 +331,7 @@ class Rebalancer:
                 self._ctx.emit_write(
                     group,
                     [group_metadata_record(group, assignment)],
-                    SyncWrite(group.group_id, group.generation_id, assignment),
+                    SyncWrite(group.group_id, group.generation_id, assignment, group),
                 )
         elif group.state is _STABLE:
             self._remove_pending_sync_member(group, member.member_id)
@@ -378,7 +382,7 @@ class Rebalancer:
         # Another member may have joined while the assignment was being written; then
         # that rebalance has answered everyone already.
         if (
-            group is None
+            group is not c.group
             or group.state is not _COMPLETING
             or group.generation_id != c.generation_id
         ):
