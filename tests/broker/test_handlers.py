@@ -14,6 +14,8 @@ from odradek.protocol.messages import (
     DescribeQuorumResponse,
     HeartbeatRequest,
     MetadataRequest,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
 )
 from tests.broker.harness import Harness, header, new_harness
 
@@ -48,6 +50,10 @@ def test_every_api_has_one_route_and_api_versions_advertises_them_all() -> None:
     advertised = {v.api_key: (v.min_version, v.max_version) for v in _router(h).supported()}
     expected = {api_key: versions for api_key, versions, _ in routes}
     expected[ApiVersionsRequest.API_KEY] = (0, 4)
+    # Every listener advertises the SASL exchange; the router answers it where the
+    # listener is not SASL (a SASL listener's gate answers it first).
+    expected[SaslHandshakeRequest.API_KEY] = (0, 1)
+    expected[SaslAuthenticateRequest.API_KEY] = (0, 2)
     assert advertised == expected
 
 

@@ -156,7 +156,8 @@ def test_server_from_properties_serves_clients(tmp_path: Path) -> None:
             "listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:PLAINTEXT\n"
             "controller.quorum.voters=1@127.0.0.1:19501\n"
             "inter.broker.listener.name=SASL_SSL\n",
-            "uses SASL_SSL, which is not supported yet",
+            "sasl.enabled.mechanisms is GSSAPI (Kafka's default when it is not set): GSSAPI "
+            "(Kerberos) is not supported",
         ),
         (
             "listeners=PLAINTEXT://127.0.0.1:19500,CONTROLLER://127.0.0.1:19501\n"

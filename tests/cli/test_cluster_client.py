@@ -113,9 +113,14 @@ def test_no_address_anywhere_is_a_usage_error(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("line", "named"),
     [
-        ("security.protocol=SASL_SSL", "security.protocol=SASL_SSL"),
-        ("sasl.mechanism=PLAIN", "sasl.mechanism"),
+        ("security.protocol=KERBEROS", "security.protocol=KERBEROS"),
+        # SASL keys without a SASL protocol would be silently unused.
+        ("sasl.mechanism=PLAIN", "set security.protocol=SASL_PLAINTEXT or SASL_SSL"),
         ("sasl.jaas.config=x required;", "sasl.jaas.config"),
+        (
+            "security.protocol=SASL_SSL\nsasl.kerberos.service.name=kafka",
+            "sasl.kerberos.service.name: not supported",
+        ),
         # TLS keys without security.protocol=SSL would be silently unused.
         ("ssl.truststore.location=/etc/t.pem", "set security.protocol=SSL"),
     ],
@@ -129,6 +134,54 @@ def test_security_settings_not_served_are_refused_with_the_key_named(
     assert named in caught.value.message
 
 
+@pytest.mark.parametrize(
+    ("lines", "named"),
+    [
+        ("", "sasl.mechanism is GSSAPI"),
+        ("sasl.mechanism=PLAIN", "sasl.jaas.config must be set"),
+        (
+            "sasl.mechanism=PLAIN\nsasl.jaas.config="
+            'org.apache.kafka.common.security.scram.ScramLoginModule required username="a" '
+            'password="b";',
+            "PLAIN takes org.apache.kafka.common.security.plain.PlainLoginModule",
+        ),
+        (
+            "sasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config="
+            'org.apache.kafka.common.security.scram.ScramLoginModule required username="a";',
+            "needs username and password",
+        ),
+    ],
+)
+def test_a_sasl_client_without_a_usable_login_is_refused(
+    tmp_path: Path, lines: str, named: str
+) -> None:
+    path = config_file(
+        tmp_path, f"bootstrap.servers=b1:9092\nsecurity.protocol=SASL_PLAINTEXT\n{lines}\n"
+    )
+    with pytest.raises(click.BadParameter) as caught:
+        client_settings(None, path, kind="broker", client_id="x")
+    assert named in caught.value.message
+
+
+def test_sasl_settings_give_a_login(tmp_path: Path) -> None:
+    path = config_file(
+        tmp_path,
+        "bootstrap.servers=b1:9092\nsecurity.protocol=SASL_PLAINTEXT\n"
+        "sasl.mechanism=SCRAM-SHA-512\nsasl.jaas.config="
+        'org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" '
+        'password="admin-secret";\n',
+    )
+    settings = client_settings(None, path, kind="broker", client_id="x")
+    login = settings.security.sasl
+    assert login is not None and settings.security.tls is None
+    assert (login.mechanism, login.username, login.password) == (
+        "SCRAM-SHA-512",
+        "admin",
+        "admin-secret",
+    )
+    assert "admin-secret" not in repr(login)
+
+
 def test_ssl_settings_give_a_tls_client(tmp_path: Path) -> None:
     path = config_file(
         tmp_path,
@@ -136,7 +189,8 @@ def test_ssl_settings_give_a_tls_client(tmp_path: Path) -> None:
         "ssl.endpoint.identification.algorithm=\n",
     )
     settings = client_settings(None, path, kind="broker", client_id="x")
-    assert settings.tls is not None and not settings.tls.check_hostname
+    tls = settings.security.tls
+    assert tls is not None and not tls.check_hostname
     bad = config_file(
         tmp_path, "bootstrap.servers=b1:9092\nsecurity.protocol=SSL\nssl.keystore.type=BKS\n"
     )

@@ -26,6 +26,7 @@ from odradek.controller.image import (
     TopicImage,
 )
 from odradek.core.errors import InvariantError
+from odradek.core.scram_credential import ScramCredential
 from odradek.protocol.metadata import (
     RECORDS,
     BrokerRegistrationChangeRecord,
@@ -38,9 +39,11 @@ from odradek.protocol.metadata import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
 from odradek.protocol.metadata.register_broker_record import BrokerEndpoint
 from odradek.protocol.metadata_record import (
@@ -625,10 +628,74 @@ def test_every_metadata_record_type_is_either_modelled_or_listed() -> None:
         BrokerRegistrationChangeRecord,
         FeatureLevelRecord,
         ProducerIdsRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
         NoOpRecord,
     }
     assert modelled | set(UNMODELLED_RECORDS) == set(RECORDS.values())
     assert not modelled & set(UNMODELLED_RECORDS)
+
+
+# SCRAM credentials ------------------------------------------------------------------
+
+
+def scram(
+    name: str, mechanism: int = 2, iterations: int = 4096, salt: bytes = b"salt"
+) -> UserScramCredentialRecord:
+    return UserScramCredentialRecord(
+        name=name,
+        mechanism=mechanism,
+        salt=salt,
+        stored_key=b"stored-" + name.encode(),
+        server_key=b"server-" + name.encode(),
+        iterations=iterations,
+    )
+
+
+def test_a_scram_credential_is_kept_by_mechanism_and_user_and_replaced_whole() -> None:
+    image = replay_all([scram("alice"), scram("alice", mechanism=1), scram("bob")])
+    assert image.scram_credentials[2, "alice"] == ScramCredential(
+        salt=b"salt", stored_key=b"stored-alice", server_key=b"server-alice", iterations=4096
+    )
+    assert sorted(image.scram_credentials) == [(1, "alice"), (2, "alice"), (2, "bob")]
+    # A second record for the same user and mechanism is the new password: the old
+    # salt and keys are gone, so the old password stops working.
+    image.replay(scram("alice", iterations=8192, salt=b"new"), image.offset + 1)
+    assert image.scram_credentials[2, "alice"].salt == b"new"
+    assert image.scram_credentials[2, "alice"].iterations == 8192
+    assert image.scram_credentials[1, "alice"].iterations == 4096
+
+
+def test_removing_a_credential_leaves_the_users_other_mechanisms() -> None:
+    image = replay_all([scram("alice"), scram("alice", mechanism=1)])
+    image.replay(RemoveUserScramCredentialRecord(name="alice", mechanism=2), 5)
+    assert list(image.scram_credentials) == [(1, "alice")]
+    assert image.offset == 5
+
+
+@pytest.mark.parametrize(
+    "removal",
+    [
+        RemoveUserScramCredentialRecord(name="bob", mechanism=2),
+        RemoveUserScramCredentialRecord(name="alice", mechanism=1),
+    ],
+    ids=["other-user", "other-mechanism"],
+)
+def test_removing_a_credential_that_does_not_exist_is_an_invariant_error(
+    removal: RemoveUserScramCredentialRecord,
+) -> None:
+    image = replay_all([scram("alice")])
+    before = image.copy()
+    with pytest.raises(InvariantError, match="has no credential for SCRAM mechanism"):
+        image.replay(removal, 40)
+    assert image == before
+
+
+def test_a_credentials_keys_stay_out_of_its_repr() -> None:
+    image = replay_all([scram("alice")])
+    text = repr(image.scram_credentials)
+    assert "stored-alice" not in text and "server-alice" not in text
+    assert "iterations=4096" in text
 
 
 # Offsets -------------------------------------------------------------------------
@@ -777,6 +844,7 @@ def _full_image() -> MetadataImage:
             register(broker_id=1, epoch=10, log_dirs=[D1]),
             FeatureLevelRecord(name="metadata.version", feature_level=20),
             ProducerIdsRecord(next_producer_id=1000),
+            scram("alice"),
         ]
     )
 
@@ -802,6 +870,9 @@ MUTATIONS: list[Any] = [
     pytest.param([UnregisterBrokerRecord(broker_id=1, broker_epoch=10)], id="broker-remove"),
     pytest.param([FeatureLevelRecord(name="metadata.version", feature_level=21)], id="feature"),
     pytest.param([ProducerIdsRecord(next_producer_id=2000)], id="producer-ids"),
+    pytest.param([scram("alice", iterations=8192)], id="scram-replace"),
+    pytest.param([scram("bob")], id="scram-add"),
+    pytest.param([RemoveUserScramCredentialRecord(name="alice", mechanism=2)], id="scram-remove"),
 ]
 
 
@@ -948,6 +1019,21 @@ def _unmodelled(draw: st.DrawFn, image: MetadataImage) -> object:
     return record
 
 
+def _scram_record(draw: st.DrawFn, image: MetadataImage) -> object:
+    remove = bool(image.scram_credentials) and draw(st.booleans())
+    if remove:
+        mechanism, name = draw(st.sampled_from(sorted(image.scram_credentials)))
+        return RemoveUserScramCredentialRecord(name=name, mechanism=mechanism)
+    return UserScramCredentialRecord(
+        name=draw(st.sampled_from(["alice", "bob", ""])),
+        mechanism=draw(st.sampled_from([1, 2])),
+        salt=draw(st.binary(max_size=4)),
+        stored_key=draw(st.binary(max_size=4)),
+        server_key=draw(st.binary(max_size=4)),
+        iterations=draw(st.integers(4096, 16384)),
+    )
+
+
 def _new_topic(draw: st.DrawFn, image: MetadataImage) -> object:
     name = draw(_NAMES)
     topic_id = uuid.UUID(int=draw(st.integers(1, 12)))
@@ -989,7 +1075,7 @@ def valid_logs(draw: st.DrawFn, max_records: int = 40) -> list[tuple[object, int
     image = MetadataImage()
     log: list[tuple[object, int]] = []
     for _ in range(draw(st.integers(0, max_records))):
-        builders: list[Builder] = [_new_topic, _new_broker, _other, _unmodelled]
+        builders: list[Builder] = [_new_topic, _new_broker, _other, _unmodelled, _scram_record]
         if image.topics_by_id:
             builders += [_new_partition, _remove_topic]
         if any(topic.partitions for topic in image.topics_by_id.values()):

@@ -37,6 +37,7 @@ from odradek.protocol.metadata import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 from odradek.protocol.metadata.register_broker_record import BrokerEndpoint
 from odradek.protocol.metadata_record import encode_metadata_record
@@ -120,6 +121,25 @@ def _sample_log() -> list[object]:
         ),
         PartitionChangeRecord(partition_id=0, topic_id=FOO, leader=1),
         TopicRecord(name="bar", topic_id=BAR),
+        UserScramCredentialRecord(
+            name="bob", mechanism=1, salt=b"s2", stored_key=b"k3", server_key=b"k4", iterations=8192
+        ),
+        UserScramCredentialRecord(
+            name="alice",
+            mechanism=2,
+            salt=b"s1",
+            stored_key=b"k1",
+            server_key=b"k2",
+            iterations=4096,
+        ),
+        UserScramCredentialRecord(
+            name="alice",
+            mechanism=1,
+            salt=b"s0",
+            stored_key=b"k5",
+            server_key=b"k6",
+            iterations=4096,
+        ),
     ]
 
 
@@ -187,6 +207,27 @@ def test_the_records_come_in_snapshot_order_with_every_field() -> None:
         ConfigRecord(resource_type=CONFIG_RESOURCE_TOPIC, resource_name="foo", name="b", value="2"),
         ConfigRecord(resource_type=CONFIG_RESOURCE_BROKER, resource_name="", name="c", value="3"),
         ProducerIdsRecord(broker_id=-1, broker_epoch=-1, next_producer_id=5000),
+        # Credentials last, by mechanism type and then user name, keys and all: a
+        # snapshot is what a restarted or new node learns its users' passwords from.
+        UserScramCredentialRecord(
+            name="alice",
+            mechanism=1,
+            salt=b"s0",
+            stored_key=b"k5",
+            server_key=b"k6",
+            iterations=4096,
+        ),
+        UserScramCredentialRecord(
+            name="bob", mechanism=1, salt=b"s2", stored_key=b"k3", server_key=b"k4", iterations=8192
+        ),
+        UserScramCredentialRecord(
+            name="alice",
+            mechanism=2,
+            salt=b"s1",
+            stored_key=b"k1",
+            server_key=b"k2",
+            iterations=4096,
+        ),
     ]
 
 
@@ -289,6 +330,7 @@ def _wide_record(draw: st.DrawFn, image: MetadataImage) -> object:
                 ConfigRecord,
                 FeatureLevelRecord,
                 ProducerIdsRecord,
+                UserScramCredentialRecord,
             ]
         )
     )
@@ -344,6 +386,7 @@ def _reordered(image: MetadataImage) -> MetadataImage:
         configs={resource: reverse(values) for resource, values in reverse(image.configs).items()},
         features=reverse(image.features),
         next_producer_id=image.next_producer_id,
+        scram_credentials=reverse(image.scram_credentials),
     )
 
 

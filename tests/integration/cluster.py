@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -174,7 +175,9 @@ class Cluster:
         separate_metadata_dir: bool = False,
         broker_protocol: str = "PLAINTEXT",
         controller_protocol: str = "PLAINTEXT",
+        format_args: Sequence[str] = (),
     ) -> None:
+        """``format_args`` go to every node's ``storage format`` (``--add-scram ...``)."""
         if controllers:
             self.controllers = [
                 ClusterNode(
@@ -223,7 +226,7 @@ class Cluster:
             flags = ["--initial-controllers", initial] if "controller" in n.roles else []
             odradek(
                 "storage", "format", "--config", str(n.config), "--cluster-id", CLUSTER_ID,
-                *flags,
+                *flags, *format_args,
             )  # fmt: skip
 
     def start(self) -> None:

@@ -24,6 +24,7 @@ from odradek.broker import (
     partitions_admin,
     produce,
     reassignments,
+    scram_credentials,
     topics,
 )
 from odradek.broker import producer_ids as init_producer_id
@@ -36,6 +37,7 @@ from odradek.coordinator import API_VERSIONS as GROUP_API_VERSIONS
 from odradek.protocol.messages import (
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
+    AlterUserScramCredentialsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
     DeleteRecordsRequest,
@@ -44,6 +46,7 @@ from odradek.protocol.messages import (
     DescribeConfigsRequest,
     DescribeLogDirsRequest,
     DescribeQuorumRequest,
+    DescribeUserScramCredentialsRequest,
     ElectLeadersRequest,
     FetchRequest,
     FindCoordinatorRequest,
@@ -169,6 +172,16 @@ def broker_routes(
             DescribeLogDirsRequest.API_KEY,
             reassignments.DESCRIBE_LOG_DIRS_VERSIONS,
             partial(reassignments.handle_describe_log_dirs, s),
+        ),
+        (
+            DescribeUserScramCredentialsRequest.API_KEY,
+            scram_credentials.DESCRIBE_VERSIONS,
+            partial(scram_credentials.handle_describe_user_scram_credentials, s),
+        ),
+        (
+            AlterUserScramCredentialsRequest.API_KEY,
+            scram_credentials.ALTER_VERSIONS,
+            partial(scram_credentials.handle_alter_user_scram_credentials, s),
         ),
     ]
     routes += [

@@ -26,9 +26,17 @@ from odradek.protocol.api import (
     write_response,
 )
 from odradek.protocol.error_codes import ErrorCode
-from odradek.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
+from odradek.protocol.messages import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from odradek.protocol.messages.api_versions_response import ApiVersion
 from odradek.protocol.primitives import Reader, Records, Writer
+from odradek.security.sasl import SASL_AUTHENTICATE_VERSIONS, SASL_HANDSHAKE_VERSIONS
 
 API_VERSIONS = ApiVersionsRequest.API_KEY
 
@@ -69,6 +77,12 @@ class Router:
     def __init__(self) -> None:
         self._handlers: dict[int, tuple[int, int, Handler]] = {}
         self.register(API_VERSIONS, (0, 4), self._api_versions)
+        # On a SASL listener the connection's SaslGate answers these before the router
+        # sees them; here the listener is not SASL, and Kafka's answer is this error.
+        self.register(SaslHandshakeRequest.API_KEY, SASL_HANDSHAKE_VERSIONS, _not_sasl_handshake)
+        self.register(
+            SaslAuthenticateRequest.API_KEY, SASL_AUTHENTICATE_VERSIONS, _not_sasl_authenticate
+        )
 
     def register(self, api_key: int, versions: tuple[int, int], handler: Handler) -> None:
         lo, hi = versions
@@ -121,3 +135,16 @@ class Router:
         w = Writer()
         write_response(w, ResponseHeader(correlation_id=header.correlation_id), body, 0)
         return Respond(header.correlation_id, w.chunks())
+
+
+def _not_sasl_handshake(header: RequestHeader, body: SaslHandshakeRequest) -> Outcome:
+    return Reply(SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE))
+
+
+def _not_sasl_authenticate(header: RequestHeader, body: SaslAuthenticateRequest) -> Outcome:
+    return Reply(
+        SaslAuthenticateResponse(
+            error_code=ErrorCode.ILLEGAL_SASL_STATE,
+            error_message="this listener does not use SASL",
+        )
+    )

@@ -41,6 +41,7 @@ from odradek.broker.server_keys import BROKER_ROLE, CONTROLLER_ROLE, SERVER_CONF
 from odradek.core.config_keys import ConfigValue
 from odradek.core.errors import ConfigError
 from odradek.core.properties import parse_properties
+from odradek.security.sasl_keys import is_sasl_key
 from odradek.security.ssl_keys import effective_ssl_config, is_ssl_key
 
 __all__ = ["ServerConfig", "majority", "parse_overrides"]
@@ -112,8 +113,9 @@ class ServerConfig(ServerKeys):
             for key in [k for k in unknown if listener_key_name(k, suffix) is not None]:
                 listener_int(key, merged[key])
                 unknown.remove(key)
-        # The TLS keys are read as strings by the shell's TLS module (security/ssl_keys.py).
-        unknown = [k for k in unknown if not is_ssl_key(k)]
+        # The TLS and SASL keys are read as strings where they are used
+        # (security/ssl_keys.py, security/sasl_keys.py).
+        unknown = [k for k in unknown if not is_ssl_key(k) and not is_sasl_key(k)]
         config = cls(values, merged, unknown)
         if validate:
             config.validate()

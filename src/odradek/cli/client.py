@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import re
-import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal, TypeVar
@@ -46,8 +45,13 @@ from odradek.protocol.messages import (
 )
 from odradek.protocol.messages import describe_quorum_request as dqr
 from odradek.raft.wire import METADATA_PARTITION, METADATA_TOPIC
+from odradek.security.sasl_keys import (
+    SASL_JAAS_CONFIG,
+    SASL_MECHANISM,
+    sasl_client_credentials,
+)
 from odradek.security.ssl_keys import SSL_KEYS
-from odradek.shell.peer_client import PeerConnection, PeerUnavailable
+from odradek.shell.peer_client import PLAINTEXT, ClientSecurity, PeerConnection, PeerUnavailable
 from odradek.shell.tls import client_context
 
 Address = tuple[str, int]
@@ -101,14 +105,15 @@ CLIENT_CONFIG: Final = ConfigDef(
             SECURITY_PROTOCOL,
             ConfigType.STRING,
             "PLAINTEXT",
-            doc="PLAINTEXT or SSL (with the ssl.* keys); SASL is refused until it is built.",
+            doc="PLAINTEXT, SSL (with the ssl.* keys), SASL_PLAINTEXT or SASL_SSL (with "
+            "sasl.mechanism and sasl.jaas.config).",
         ),
     ]
 )
 """The client properties an ``odradek`` command applies from ``--command-config``."""
 
-_REFUSED_PREFIXES: Final = ("sasl.",)
-_PROTOCOLS: Final = ("PLAINTEXT", "SSL")
+_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+_SASL_CLIENT_KEYS: Final = frozenset({SASL_MECHANISM, SASL_JAAS_CONFIG})
 _BRACKETED: Final = re.compile(r"\[([^\[\]]*)\]:([0-9]+)")
 _PORT: Final = re.compile(r"[0-9]+")
 
@@ -194,8 +199,9 @@ class ClientSettings:
     request_timeout_s: float | None = None
     """From ``request.timeout.ms``; None: each request waits its command's default."""
     connect_timeout_s: float = CONNECT_TIMEOUT_S
-    tls: ssl.SSLContext | None = None
-    """From ``security.protocol=SSL`` and the ``ssl.*`` keys; None: PLAINTEXT."""
+    security: ClientSecurity = PLAINTEXT
+    """From ``security.protocol`` with the ``ssl.*`` keys (SSL, SASL_SSL) and
+    ``sasl.mechanism`` / ``sasl.jaas.config`` (SASL_PLAINTEXT, SASL_SSL)."""
 
 
 def read_command_config(path: str) -> dict[str, str]:
@@ -211,27 +217,38 @@ def read_command_config(path: str) -> dict[str, str]:
         raise click.BadParameter(f"cannot read it: {e.strerror}", param_hint=hint) from None
     except ConfigError as e:
         raise click.BadParameter(str(e), param_hint=hint) from None
-    for key in raw:
-        if key.startswith(_REFUSED_PREFIXES):
-            raise click.BadParameter(
-                f"{key}: SASL is not supported yet; odradek commands connect with PLAINTEXT or SSL",
-                param_hint=hint,
-            )
-    protocol = raw.get(SECURITY_PROTOCOL, "PLAINTEXT").strip()
-    if protocol.upper() not in _PROTOCOLS:
+    protocol = raw.get(SECURITY_PROTOCOL, "PLAINTEXT").strip().upper()
+    if protocol not in _PROTOCOLS:
         raise click.BadParameter(
-            f"{SECURITY_PROTOCOL}={protocol}: PLAINTEXT and SSL are supported (SASL not yet)",
+            f"{SECURITY_PROTOCOL}={protocol}: one of {', '.join(_PROTOCOLS)}",
             param_hint=hint,
         )
     tls_keys = {k: v for k, v in raw.items() if k in SSL_KEYS}
-    if tls_keys and protocol.upper() != "SSL":
+    if tls_keys and protocol not in ("SSL", "SASL_SSL"):
         raise click.BadParameter(
             f"{', '.join(sorted(tls_keys))} given with {SECURITY_PROTOCOL}={protocol}: "
-            "set security.protocol=SSL to use them",
+            "set security.protocol=SSL or SASL_SSL to use them",
+            param_hint=hint,
+        )
+    sasl_keys = [k for k in raw if k.startswith("sasl.")]
+    if sasl_keys and not protocol.startswith("SASL_"):
+        raise click.BadParameter(
+            f"{', '.join(sorted(sasl_keys))} given with {SECURITY_PROTOCOL}={protocol}: "
+            "set security.protocol=SASL_PLAINTEXT or SASL_SSL to use them",
+            param_hint=hint,
+        )
+    unread = [k for k in sasl_keys if k not in _SASL_CLIENT_KEYS]
+    if unread:
+        raise click.BadParameter(
+            f"{', '.join(sorted(unread))}: not supported; odradek commands log in with "
+            f"{SASL_MECHANISM} and {SASL_JAAS_CONFIG} (a PlainLoginModule or "
+            "ScramLoginModule with username and password)",
             param_hint=hint,
         )
     try:
-        _, unknown = CLIENT_CONFIG.parse({k: v for k, v in raw.items() if k not in SSL_KEYS})
+        _, unknown = CLIENT_CONFIG.parse(
+            {k: v for k, v in raw.items() if k not in SSL_KEYS and k not in _SASL_CLIENT_KEYS}
+        )
     except ConfigError as e:
         raise click.BadParameter(str(e), param_hint=hint) from None
     if unknown:
@@ -239,7 +256,23 @@ def read_command_config(path: str) -> dict[str, str]:
             f"warning: {hint}: ignoring {', '.join(unknown)} (not used by odradek commands)",
             err=True,
         )
-    return {k: v for k, v in raw.items() if k in CLIENT_CONFIG or k in SSL_KEYS}
+    return {
+        k: v
+        for k, v in raw.items()
+        if k in CLIENT_CONFIG or k in SSL_KEYS or k in _SASL_CLIENT_KEYS
+    }
+
+
+def _client_security(config: dict[str, str], protocol: str) -> ClientSecurity:
+    """The TLS context and SASL login ``security.protocol`` asks for; ConfigError names
+    the key of a problem."""
+    tls = None
+    if protocol in ("SSL", "SASL_SSL"):
+        tls = client_context({k: v for k, v in config.items() if k in SSL_KEYS})
+    credentials = None
+    if protocol.startswith("SASL_"):
+        credentials = sasl_client_credentials(config)
+    return ClientSecurity(tls, credentials)
 
 
 def client_settings(
@@ -257,13 +290,11 @@ def client_settings(
     key = BOOTSTRAP_SERVERS if kind == "broker" else BOOTSTRAP_CONTROLLERS
     config = read_command_config(command_config) if command_config is not None else {}
     typed, _ = CLIENT_CONFIG.parse({k: v for k, v in config.items() if k in CLIENT_CONFIG})
-    tls = None
-    if str(typed[SECURITY_PROTOCOL]).strip().upper() == "SSL":
-        try:
-            tls = client_context({k: v for k, v in config.items() if k in SSL_KEYS})
-        except ConfigError as e:
-            hint = f"--command-config {command_config}"
-            raise click.BadParameter(str(e), param_hint=hint) from None
+    try:
+        security = _client_security(config, str(typed[SECURITY_PROTOCOL]).strip().upper())
+    except ConfigError as e:
+        hint = f"--command-config {command_config}"
+        raise click.BadParameter(str(e), param_hint=hint) from None
     if flag is not None:
         addresses = parse_addresses(flag, option)
     elif typed[key]:
@@ -278,7 +309,7 @@ def client_settings(
         client_id=named if isinstance(named, str) and named else client_id,
         request_timeout_s=timeout_ms / 1000 if isinstance(timeout_ms, int) else None,
         connect_timeout_s=connect_ms / 1000 if isinstance(connect_ms, int) else CONNECT_TIMEOUT_S,
-        tls=tls,
+        security=security,
     )
 
 
@@ -465,7 +496,7 @@ class ClusterClient:
                 *address,
                 client_id=self.settings.client_id,
                 connect_timeout_s=self.settings.connect_timeout_s,
-                tls=self.settings.tls,
+                security=self.settings.security,
             )
             self._peers[address] = peer
         try:

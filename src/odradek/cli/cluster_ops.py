@@ -123,7 +123,7 @@ async def broker_sizes(address: Address, settings: ClientSettings) -> dict[Key, 
         *address,
         client_id=settings.client_id,
         connect_timeout_s=settings.connect_timeout_s,
-        tls=settings.tls,
+        security=settings.security,
     )
     try:
         response = await peer.request(

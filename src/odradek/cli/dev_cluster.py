@@ -26,7 +26,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
@@ -205,8 +205,9 @@ def _address(host: str, port: int) -> str:
     return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
 
 
-def prepare(plan: ClusterPlan) -> None:
-    """Write every node's server.properties and, the first time, format every node."""
+def prepare(plan: ClusterPlan, add_scram: Sequence[str] = ()) -> None:
+    """Write every node's server.properties and, the first time, format every node
+    (with the ``--add-scram`` credentials, which only a first format writes)."""
     fs = RealFileSystem()
     configs: list[ServerConfig] = []
     # Every config is checked before anything is written, so a bad --host leaves no
@@ -222,7 +223,10 @@ def prepare(plan: ClusterPlan) -> None:
     initial = plan.initial_controllers()
     now_ms = int(time.time() * 1000)
     for config in configs:
-        for line in format_node(fs, config, cluster_id, initial_controllers=initial, now_ms=now_ms):
+        lines = format_node(
+            fs, config, cluster_id, initial_controllers=initial, add_scram=add_scram, now_ms=now_ms
+        )
+        for line in lines:
             click.echo(line, err=True)
 
 
@@ -320,11 +324,13 @@ class _NodeFailed(Exception):
         self.nodes = nodes
 
 
-def run_dev_cluster(directory: str, nodes: int, host: str, port: int) -> None:
+def run_dev_cluster(
+    directory: str, nodes: int, host: str, port: int, *, add_scram: Sequence[str] = ()
+) -> None:
     """Run N nodes until Ctrl-C or SIGTERM; a node that fails stops them all."""
     try:
         plan = plan_cluster(directory, nodes, host, port)
-        prepare(plan)
+        prepare(plan, add_scram)
     except (ConfigError, CorruptLogError) as e:
         raise click.ClickException(str(e)) from None
     with _stop_on_signals() as stop:

@@ -69,7 +69,14 @@ def main() -> None:
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=9092, show_default=True, help="Port of the first node (0: any).")
-def dev(nodes: int, directory: str, host: str, port: int) -> None:
+@click.option(
+    "--add-scram",
+    "add_scram",
+    multiple=True,
+    metavar="MECHANISM=[name=...,password=...]",
+    help="A SCRAM credential to start with, as for storage format (first run only).",
+)
+def dev(nodes: int, directory: str, host: str, port: int, add_scram: tuple[str, ...]) -> None:
     """Run a local cluster for development, formatting its data dir the first time.
 
     Writes each node's server.properties into its data dir (the same file
@@ -80,7 +87,7 @@ def dev(nodes: int, directory: str, host: str, port: int) -> None:
     if nodes < 1:
         raise click.UsageError("--nodes must be 1 or more")
     if nodes > 1:
-        run_dev_cluster(directory, nodes, host, port)
+        run_dev_cluster(directory, nodes, host, port, add_scram=add_scram)
         return
     fs = RealFileSystem()
     node_dir = join(os.path.abspath(directory), "node-1")
@@ -111,7 +118,12 @@ def dev(nodes: int, directory: str, host: str, port: int) -> None:
             cluster_id = to_kafka_str(uuid.uuid4())
             # A dynamic quorum with this node as its only voter (kafka-storage --standalone).
             for line in format_node(
-                fs, server_config, cluster_id, standalone=True, now_ms=int(time.time() * 1000)
+                fs,
+                server_config,
+                cluster_id,
+                standalone=True,
+                add_scram=add_scram,
+                now_ms=int(time.time() * 1000),
             ):
                 click.echo(line, err=True)
         config = _node_config(fs, server_config)
@@ -231,6 +243,17 @@ def random_uuid() -> None:
     is_flag=True,
     help="Dynamic quorum: no voters yet; this controller joins an existing quorum.",
 )
+@click.option(
+    "--add-scram",
+    "add_scram",
+    multiple=True,
+    metavar="MECHANISM=[name=...,password=...]",
+    help=(
+        "A SCRAM credential the cluster starts with (repeatable), e.g. "
+        "'SCRAM-SHA-512=[name=admin,password=admin-secret]'; also iterations=N, "
+        "salt=BASE64, saltedpassword=BASE64 (with salt, instead of password)."
+    ),
+)
 def format_storage(
     config_path: str,
     cluster_id: str,
@@ -239,8 +262,10 @@ def format_storage(
     standalone: bool,
     initial_controllers: str | None,
     no_initial_controllers: bool,
+    add_scram: tuple[str, ...],
 ) -> None:
-    """Write meta.properties into every log dir, and the first voters of a dynamic quorum."""
+    """Write meta.properties into every log dir, the first voters of a dynamic quorum and
+    the SCRAM credentials the cluster starts with."""
     _check_one_quorum_flag(standalone, initial_controllers, no_initial_controllers)
     config = _load_config(config_path, overrides)
     try:
@@ -256,6 +281,7 @@ def format_storage(
             initial_controllers=initial_controllers,
             no_initial_controllers=no_initial_controllers,
             ignore_formatted=ignore_formatted,
+            add_scram=add_scram,
             now_ms=int(time.time() * 1000),
         )
     except (ConfigError, CorruptLogError) as e:

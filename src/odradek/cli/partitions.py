@@ -106,7 +106,7 @@ async def _log_end(
         *address,
         client_id=settings.client_id,
         connect_timeout_s=settings.connect_timeout_s,
-        tls=settings.tls,
+        security=settings.security,
     )
     try:
         response: Any = await peer.request(

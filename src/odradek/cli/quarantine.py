@@ -524,7 +524,7 @@ def _connection(client: ClusterClient, leader: Address) -> PeerConnection:
         *leader,
         client_id=settings.client_id,
         connect_timeout_s=settings.connect_timeout_s,
-        tls=settings.tls,
+        security=settings.security,
     )
 
 

@@ -7,7 +7,7 @@ just an image written out at an offset.
 
 The rules follow Kafka's image builders (``TopicsDelta``/``TopicDelta``,
 ``PartitionRegistration.merge``, ``ClusterDelta``, ``ConfigurationsDelta``,
-``FeaturesDelta``, ``ProducerIdsDelta``):
+``FeaturesDelta``, ``ProducerIdsDelta``, ``ScramDelta``):
 
 * ``TopicRecord`` creates a topic with no partitions.
 * ``PartitionRecord`` adds a partition or replaces it whole.
@@ -21,18 +21,20 @@ The rules follow Kafka's image builders (``TopicsDelta``/``TopicDelta``,
   and ``BrokerRegistrationChangeRecord`` change it when their broker epoch matches.
 * ``FeatureLevelRecord`` sets a finalized feature level; level 0 removes the feature.
 * ``ProducerIdsRecord`` moves :attr:`MetadataImage.next_producer_id` forward.
+* ``UserScramCredentialRecord`` sets one user's credential for one mechanism, replacing
+  any earlier one; ``RemoveUserScramCredentialRecord`` removes it (see
+  :attr:`MetadataImage.scram_credentials`).
 * ``NoOpRecord`` only advances the offset.
 
 Records the image does not model are applied as offset-only, without error:
 ``AccessControlEntryRecord``, ``RemoveAccessControlEntryRecord`` (ACLs),
-``DelegationTokenRecord``, ``RemoveDelegationTokenRecord``,
-``UserScramCredentialRecord``, ``RemoveUserScramCredentialRecord``,
-``ClientQuotaRecord``, ``BeginTransactionRecord``, ``EndTransactionRecord``,
-``AbortTransactionRecord``, ``ZkMigrationStateRecord`` and ``RegisterControllerRecord``
-(controller registrations).
+``DelegationTokenRecord``, ``RemoveDelegationTokenRecord``, ``ClientQuotaRecord``,
+``BeginTransactionRecord``, ``EndTransactionRecord``, ``AbortTransactionRecord``,
+``ZkMigrationStateRecord`` and ``RegisterControllerRecord`` (controller registrations).
 
 A record that contradicts the image (a change to a topic, partition or broker that does
-not exist, a stale broker epoch, a field value Kafka cannot parse) means the log itself
+not exist, a stale broker epoch, the removal of a SCRAM credential that does not exist,
+a field value Kafka cannot parse) means the log itself
 is wrong. That is a bug, not an input error: replay raises
 :class:`~odradek.core.errors.InvariantError` naming the record and offset, and leaves the
 image exactly as it was, because every check runs before anything is changed.
@@ -46,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar, cast
 
 from odradek.core.invariant import invariant
+from odradek.core.scram_credential import ScramCredential
 from odradek.protocol.metadata import (
     AbortTransactionRecord,
     AccessControlEntryRecord,
@@ -131,8 +134,6 @@ UNMODELLED_RECORDS: tuple[type, ...] = (
     RemoveAccessControlEntryRecord,
     DelegationTokenRecord,
     RemoveDelegationTokenRecord,
-    UserScramCredentialRecord,
-    RemoveUserScramCredentialRecord,
     ClientQuotaRecord,
     BeginTransactionRecord,
     EndTransactionRecord,
@@ -228,6 +229,10 @@ class MetadataImage:
     """Finalized feature levels, ``metadata.version`` included."""
     next_producer_id: int = -1
     """The first producer id of the next block to hand out; -1 before any was."""
+    scram_credentials: dict[tuple[int, str], ScramCredential] = field(default_factory=dict)
+    """``(mechanism type, user name) -> credential``: Kafka's ScramMechanism type (1
+    SCRAM-SHA-256, 2 SCRAM-SHA-512) as the records carry it, and what the record holds
+    (salt, stored key, server key, iterations; never a password)."""
 
     def copy(self) -> MetadataImage:
         """An independent image: replaying onto either never changes the other.
@@ -247,6 +252,8 @@ class MetadataImage:
             configs={resource: dict(values) for resource, values in self.configs.items()},
             features=dict(self.features),
             next_producer_id=self.next_producer_id,
+            # Credentials are frozen and replay replaces them: the dict alone is copied.
+            scram_credentials=dict(self.scram_credentials),
         )
 
     def replay(self, record: object, offset: int) -> None:
@@ -293,6 +300,25 @@ class MetadataImage:
                     f"the current {self.next_producer_id}",
                 )
                 self.next_producer_id = record.next_producer_id
+            case UserScramCredentialRecord():
+                self.scram_credentials[record.mechanism, record.name] = ScramCredential(
+                    salt=record.salt,
+                    stored_key=record.stored_key,
+                    server_key=record.server_key,
+                    iterations=record.iterations,
+                )
+            case RemoveUserScramCredentialRecord():
+                # Kafka's image (ScramDelta) would let this pass, but its controller
+                # (ScramControlManager.replay) refuses it: the controller only writes a
+                # removal for a credential it has, so one that is missing means the log
+                # or the replay is wrong, as with a change to a topic that does not exist.
+                key = (record.mechanism, record.name)
+                invariant(
+                    key in self.scram_credentials,
+                    f"{where}: user {record.name!r} has no credential for SCRAM mechanism "
+                    f"{record.mechanism}",
+                )
+                del self.scram_credentials[key]
             case NoOpRecord():
                 pass
             case _:

@@ -7,15 +7,16 @@ it the record values.
 
 The records come in the order of Kafka's ``MetadataImage.write``: features
 (``metadata.version`` first, because a reader may need it to decode what follows),
-brokers, topics with their partitions, configs, producer ids. Kafka walks hash maps
-inside each part; we sort instead, so that two nodes holding equal images write
+brokers, topics with their partitions, configs, producer ids, SCRAM credentials (by
+mechanism type, then user name). Kafka walks hash maps inside each part; we sort
+instead, so that two nodes holding equal images write
 byte-identical snapshots whatever order their dicts were filled in.
 
 Each record is written in the highest version its schema defines, because the image
 does not track which ``metadata.version`` it would have to stay readable by.
 
 What the image does not hold cannot be written: a snapshot made here carries no ACLs,
-SCRAM credentials, delegation tokens, client quotas or controller registrations (the
+delegation tokens, client quotas or controller registrations (the
 records :data:`~odradek.controller.image.UNMODELLED_RECORDS` lists), and no supported
 feature ranges or ZooKeeper-migration flag for brokers.
 """
@@ -36,6 +37,7 @@ from odradek.protocol.metadata import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     TopicRecord,
+    UserScramCredentialRecord,
 )
 from odradek.protocol.metadata.register_broker_record import BrokerEndpoint
 from odradek.protocol.metadata_record import (
@@ -85,6 +87,18 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
         records.append(
             ProducerIdsRecord(
                 broker_id=-1, broker_epoch=-1, next_producer_id=image.next_producer_id
+            )
+        )
+    for mechanism, user in sorted(image.scram_credentials):
+        credential = image.scram_credentials[mechanism, user]
+        records.append(
+            UserScramCredentialRecord(
+                name=user,
+                mechanism=mechanism,
+                salt=credential.salt,
+                stored_key=credential.stored_key,
+                server_key=credential.server_key,
+                iterations=credential.iterations,
             )
         )
     return records

@@ -4,7 +4,7 @@ A node is a broker, a controller or both (``process.roles``). Controllers serve 
 metadata quorum on their controller listener (``controller.listener.names``); the
 quorum is static (``controller.quorum.voters``) or dynamic
 (``controller.quorum.bootstrap.servers``, voters in the metadata log, KIP-853). What this
-build cannot serve (SASL, a second broker listener, several log dirs) is refused
+build cannot serve (a second broker listener, several log dirs, GSSAPI) is refused
 with a message that names the keys, rather than started half right.
 """
 
@@ -24,13 +24,20 @@ from odradek.broker.topic_config import (
 from odradek.core.errors import ConfigError
 from odradek.raft.voters import VoterEndpoint
 from odradek.security.principal import parse_mapping_rules
-from odradek.shell.node import BrokerTls, ControllerTls, NodeConfig
+from odradek.security.sasl_keys import (
+    CONTROLLER_MECHANISM,
+    INTER_BROKER_MECHANISM,
+    client_credentials,
+    sasl_listener_config,
+)
+from odradek.shell.node import ListenerSecurity, NodeConfig
+from odradek.shell.peer_client import PLAINTEXT, ClientSecurity
 from odradek.shell.quorum import QuorumConfig
 from odradek.shell.tls import client_context, server_context
 
 log = logging.getLogger("odradek.boot")
 
-SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL"})
+SUPPORTED_PROTOCOLS = frozenset({"PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"})
 
 
 def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) -> NodeConfig:
@@ -49,10 +56,10 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
         if protocol not in SUPPORTED_PROTOCOLS:
             raise ConfigError(
                 f"listeners: {endpoint.connection_string()} uses {protocol}, which is not "
-                "supported yet (only PLAINTEXT and SSL); refusing to serve it in plaintext"
+                "a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"
             )
         if (
-            protocol == "SSL"
+            protocol != "PLAINTEXT"
             and endpoint is not served
             and endpoint.listener_name not in controller_names
         ):
@@ -60,8 +67,8 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
                 f"listeners: {endpoint.connection_string()} is a second broker listener "
                 "(only the first one is served); refusing to leave it unserved"
             )
-    tls = _broker_tls(server, served)
-    controller_tls = _controller_tls(server)
+    broker_security = _broker_security(server, served)
+    controller_security = _controller_security(server)
     advertised = [e for e in server.advertised_listeners if e.listener_name not in controller_names]
     if server.is_broker and (not broker_listeners or not advertised):
         raise ConfigError("listeners: no broker listener (one not in controller.listener.names)")
@@ -109,8 +116,8 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
     )
     controller_listen = controller_listeners[0] if controller_listeners else None
     return NodeConfig(
-        tls=tls,
-        controller_tls=controller_tls,
+        broker_security=broker_security,
+        controller_security=controller_security,
         settings=settings,
         log_dir=server.log_dirs[0],
         metadata_log_dir=server.metadata_log_dir,
@@ -133,7 +140,7 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
             (controller_listen.host or "0.0.0.0") if controller_listen else None
         ),
         controller_listen_port=controller_listen.port if controller_listen else 0,
-        quorum=quorum_config(server, cluster_id, directory_id, controller_tls),
+        quorum=quorum_config(server, cluster_id, directory_id, controller_security),
         broker_session_timeout_ms=server.broker_session_timeout_ms,
         broker_session_connection_loss_ms=server.broker_session_connection_loss_ms,
         broker_heartbeat_interval_ms=server.broker_heartbeat_interval_ms,
@@ -144,7 +151,7 @@ def quorum_config(
     server: ServerConfig,
     cluster_id: str,
     directory_id: uuid.UUID,
-    controller_tls: ControllerTls | None = None,
+    controller_security: ListenerSecurity | None = None,
 ) -> QuorumConfig:
     static = {v.node_id: (v.host, v.port) for v in server.controller_quorum_voters} or None
     if static is not None:
@@ -166,7 +173,7 @@ def quorum_config(
         retry_backoff_ms=server.controller_quorum_retry_backoff_ms,
         max_idle_interval_ms=server.metadata_max_idle_interval_ms,
         stall_alarm_ms=server.metadata_quorum_stall_alarm_ms,
-        tls=controller_tls.client if controller_tls is not None else None,
+        security=controller_security.client if controller_security is not None else PLAINTEXT,
     )
 
 
@@ -183,11 +190,11 @@ def _validated(server: ServerConfig, overrides: dict[str, str]) -> dict[str, str
     return dict(overrides)
 
 
-def _broker_tls(server: ServerConfig, served: Endpoint | None) -> BrokerTls | None:
-    """The served broker listener's TLS: its server context, the client context followers
-    fetch with (the broker listener is the inter-broker one), and its principal rules.
-    Built at start so that a bad key store or setting stops the node naming the key."""
-    if served is None or served.security_protocol != "SSL":
+def _broker_security(server: ServerConfig, served: Endpoint | None) -> ListenerSecurity | None:
+    """The served broker listener's security: what it serves with and what followers
+    fetch from other brokers with (the broker listener is the inter-broker one). Built
+    at start, so that a bad key store or setting stops the node naming the key."""
+    if served is None or served.security_protocol == "PLAINTEXT":
         return None
     name = served.listener_name
     if server.inter_broker_listener_name != name:
@@ -195,29 +202,60 @@ def _broker_tls(server: ServerConfig, served: Endpoint | None) -> BrokerTls | No
             f"inter.broker.listener.name: brokers must use the broker listener {name} "
             f"(not {server.inter_broker_listener_name}), the only one served"
         )
-    config = server.ssl_config(name)
-    return BrokerTls(
-        listener=name,
-        server=server_context(config, name),
-        client=client_context(config),
-        principal_rules=parse_mapping_rules(config.get("ssl.principal.mapping.rules", "")),
+    return _listener_security(
+        server, name, served.security_protocol, INTER_BROKER_MECHANISM, serve=True
     )
 
 
-def _controller_tls(server: ServerConfig) -> ControllerTls | None:
-    """TLS of the controller listener (``controller.listener.names``' first), when its
-    protocol is SSL: a controller serves it; every node (the controllers' Raft traffic,
+def _controller_security(server: ServerConfig) -> ListenerSecurity | None:
+    """The controller listener's (``controller.listener.names``' first) security when it
+    is not PLAINTEXT: a controller serves it; every node (the controllers' Raft traffic,
     a broker's registration, heartbeats, forwards and ISR changes) connects with it."""
     names = server.controller_listener_names
     if not names:
         return None
     name = names[0]
-    if server.listener_security_protocol_map.get(name, "PLAINTEXT") != "SSL":
+    protocol = server.listener_security_protocol_map.get(name, "PLAINTEXT")
+    if protocol == "PLAINTEXT":
         return None
-    config = server.ssl_config(name)
-    return ControllerTls(
+    security = _listener_security(
+        server, name, protocol, CONTROLLER_MECHANISM, serve=server.is_controller
+    )
+    credentials = security.client.sasl
+    if credentials is not None and credentials.mechanism.startswith("SCRAM-"):
+        # SCRAM credentials live in the metadata log, which the controllers serve: a
+        # controller could not check a login before it has the log.
+        raise ConfigError(
+            f"{CONTROLLER_MECHANISM}: {credentials.mechanism} cannot be used on the "
+            "controller listener (its credentials are in the metadata log); use PLAIN "
+            "over SASL_SSL, or SSL with client certificates"
+        )
+    return security
+
+
+def _listener_security(
+    server: ServerConfig, name: str, protocol: str, mechanism_key: str, *, serve: bool
+) -> ListenerSecurity:
+    tls = protocol in ("SSL", "SASL_SSL")
+    config = server.ssl_config(name) if tls else {}
+    sasl = sasl_listener_config(server.originals, name) if protocol.startswith("SASL_") else None
+    credentials = None
+    if sasl is not None:
+        credentials = client_credentials(server.originals, name, mechanism_key)
+        if credentials.mechanism not in sasl.mechanisms:
+            raise ConfigError(
+                f"{mechanism_key} is {credentials.mechanism}, which listener {name} does not "
+                f"enable (sasl.enabled.mechanisms: {', '.join(sasl.mechanisms)})"
+            )
+    return ListenerSecurity(
         listener=name,
-        server=server_context(config, name) if server.is_controller else None,
-        client=client_context(config),
-        principal_rules=parse_mapping_rules(config.get("ssl.principal.mapping.rules", "")),
+        protocol=protocol,
+        server_tls=server_context(config, name) if tls and serve else None,
+        client=ClientSecurity(client_context(config) if tls else None, credentials),
+        principal_rules=(
+            parse_mapping_rules(config.get("ssl.principal.mapping.rules", ""))
+            if protocol == "SSL"
+            else ()
+        ),
+        sasl=sasl,
     )

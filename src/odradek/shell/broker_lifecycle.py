@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import ssl
 import uuid
 from collections.abc import Callable
 
@@ -21,7 +20,13 @@ from odradek.controller.unclean_history import LOSS_REPORTS_TAG, LossReport, enc
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import BrokerHeartbeatRequest, BrokerRegistrationRequest
 from odradek.protocol.messages.broker_registration_request import Listener
-from odradek.shell.peer_client import PeerConnection, PeerPool, PeerUnavailable
+from odradek.shell.peer_client import (
+    PLAINTEXT,
+    ClientSecurity,
+    PeerConnection,
+    PeerPool,
+    PeerUnavailable,
+)
 from odradek.shell.quorum import QuorumDriver
 
 log = logging.getLogger("odradek.broker")
@@ -46,9 +51,9 @@ class BrokerLifecycle:
         heartbeat_interval_ms: int,
         request_timeout_ms: int,
         previous_broker_epoch: int = -1,
-        tls: ssl.SSLContext | None = None,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
-        """``tls``: the controller listener's client context, when it is SSL."""
+        """``security``: how to connect to the controller listener (TLS, SASL)."""
         self.broker_id = broker_id
         self.cluster_id = cluster_id
         self.listeners = listeners
@@ -65,7 +70,7 @@ class BrokerLifecycle:
         self.broker_epoch = -1
         self.fenced = True
         self.unfenced = asyncio.Event()
-        self._peers = PeerPool(f"broker-{broker_id}", tls)
+        self._peers = PeerPool(f"broker-{broker_id}", security)
         # Reports not yet committed by the controller, each with the event its
         # partition's fetcher waits on (see :meth:`report_loss`).
         self._loss_reports: list[tuple[LossReport, asyncio.Event]] = []

@@ -16,6 +16,7 @@ import dataclasses
 import logging
 import os
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from odradek.broker.effects import AwaitRecordCheck, Outcome, Reply
@@ -25,6 +26,8 @@ from odradek.core.errors import RemoteProtocolError
 from odradek.protocol.framing import FrameDecoder, size_prefix
 from odradek.protocol.primitives import Records
 from odradek.security.principal import MappingRule
+from odradek.security.sasl import Answer, Drop, Pass, Refuse, SaslGate, SaslListener
+from odradek.shell.clock import monotonic_ms
 from odradek.shell.connection_limits import (
     MAX_IN_FLIGHT_PER_CONNECTION,
     ConnectionBudget,
@@ -64,6 +67,22 @@ class RequestCarrier(Protocol):
 
         Called (not awaited) when the handler has run: the carrier notes then what the
         handler decided on, before any other task runs."""
+
+
+@dataclass(frozen=True, slots=True)
+class ServingSecurity:
+    """What a listener's connections must prove before their requests reach the router.
+
+    ``principal_rules`` (an SSL listener): a client certificate that no rule names a
+    principal from is refused. ``sasl`` (a SASL_* listener): every connection logs in
+    first (:class:`~odradek.security.sasl.SaslGate`); a failed login is answered after
+    ``failed_authentication_delay_ms`` (KIP-306), and until it succeeds no frame may be
+    larger than ``max_receive_size`` (``sasl.server.max.receive.size``)."""
+
+    principal_rules: tuple[MappingRule, ...] | None = None
+    sasl: SaslListener | None = None
+    failed_authentication_delay_ms: int = 100
+    max_receive_size: int = 524_288
 
 
 class ConnectionObserver(Protocol):
@@ -107,19 +126,18 @@ class Connections:
         router: Router,
         listener: str,
         observer: ConnectionObserver | None = None,
-        principal_rules: tuple[MappingRule, ...] | None = None,
+        security: ServingSecurity | None = None,
     ) -> Callable[[asyncio.StreamReader, asyncio.StreamWriter], Coroutine[Any, Any, None]]:
-        """The connection callback of ``listener`` for ``asyncio.start_server``.
-
-        ``principal_rules``: the listener is TLS; a client certificate that no rule names
-        a principal from is refused (the connection closed, the reason logged)."""
+        """The connection callback of ``listener`` for ``asyncio.start_server``;
+        ``security`` says what its clients must prove (None: nothing, PLAINTEXT)."""
         guard = self.guard(listener)
+        rules = security.principal_rules if security is not None else None
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            if principal_rules is not None and not _authenticated(writer, principal_rules):
+            if rules is not None and not _authenticated(writer, rules):
                 writer.transport.abort()
                 return
-            await self._serve(router, guard, observer, reader, writer)
+            await self._serve(router, guard, observer, reader, writer, security)
 
         return serve
 
@@ -139,6 +157,7 @@ class Connections:
         observer: ConnectionObserver | None,
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
+        security: ServingSecurity | None = None,
     ) -> None:
         """Admit the connection, read requests, start each at once, send the answers in
         request order.
@@ -165,7 +184,9 @@ class Connections:
         sender = asyncio.create_task(self._send_in_order(writer, answers, peer))
         stopping = False
         try:
-            await self._read_requests(router, guard, budget, reader, writer, answers, peer)
+            await self._read_requests(
+                router, guard, budget, reader, writer, answers, peer, security
+            )
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
         except asyncio.CancelledError:
@@ -199,6 +220,7 @@ class Connections:
         writer: asyncio.StreamWriter,
         answers: Answers,
         peer: str,
+        security: ServingSecurity | None,
     ) -> None:
         decoder = FrameDecoder(self._max_frame_bytes)
         loop = asyncio.get_running_loop()
@@ -219,7 +241,9 @@ class Connections:
         idle = IdleWatch(loop, self._connections_max_idle_ms / 1000, close_idle)
         partial = PartialFrameWatch(loop, guard.partial_request_timeout_s, close_partial)
         try:
-            await self._read_frames(router, budget, reader, answers, peer, decoder, idle, partial)
+            await self._read_frames(
+                router, budget, reader, answers, peer, decoder, idle, partial, security
+            )
         finally:
             idle.cancel()
             partial.cancel()
@@ -234,9 +258,15 @@ class Connections:
         decoder: FrameDecoder,
         idle: IdleWatch,
         partial: PartialFrameWatch,
+        security: ServingSecurity | None,
     ) -> None:
         loop = asyncio.get_running_loop()
         carrier = self._carrier
+        gate = SaslGate(security.sasl) if security is not None and security.sasl else None
+        if gate is not None:
+            assert security is not None
+            # Nothing larger than a login needs arrives before the login is done.
+            decoder.max_frame_bytes = min(security.max_receive_size, self._max_frame_bytes)
 
         async def queue(answer: asyncio.Future[list[Records] | None], size: int) -> None:
             # The request's bytes are counted until its answer is ready; the answer waits
@@ -274,6 +304,19 @@ class Connections:
             for payload in frames:
                 size = len(payload) + 4
                 budget.started(size)
+                decided = gate.receive(payload, monotonic_ms()) if gate is not None else None
+                if gate is not None and gate.authenticated:
+                    decoder.max_frame_bytes = self._max_frame_bytes
+                if decided is not None and not isinstance(decided, Pass):
+                    if isinstance(decided, Answer):
+                        done_now: asyncio.Future[list[Records] | None] = loop.create_future()
+                        done_now.set_result(decided.chunks)
+                        await queue(done_now, size)
+                        continue
+                    budget.finished(size)
+                    assert security is not None
+                    await self._refuse(decided, security, answers, peer)
+                    return
                 carrier.stamp()  # the handler decides on the time it was read
                 try:
                     routed = router.handle(payload, peer)
@@ -319,6 +362,34 @@ class Connections:
                 answer.add_done_callback(self._tasks.discard)
                 await queue(answer, size)
             budget.arriving(decoder.pending_frame_bytes())
+
+    async def _refuse(
+        self,
+        decided: Refuse | Drop,
+        security: ServingSecurity,
+        answers: Answers,
+        peer: str,
+    ) -> None:
+        """End a connection whose login failed or broke the SASL rules: the answer (if
+        any) is sent after the failed-authentication delay, then the connection closes."""
+        if isinstance(decided, Drop):
+            log.warning("closing connection from %s: %s", peer, decided.reason)
+            return
+        who = f" as {decided.user!r}" if decided.user else ""
+        log.warning("failed authentication from %s%s: %s", peer, who, decided.reason)
+        if decided.chunks is None:
+            return
+        answer: asyncio.Future[list[Records] | None] = asyncio.get_running_loop().create_future()
+        delay_s = security.failed_authentication_delay_ms / 1000 if decided.delay else 0
+        # The delay holds this connection only; reading stops, the answer waits in order.
+        chunks = decided.chunks
+
+        def send() -> None:
+            if not answer.done():
+                answer.set_result(chunks)
+
+        asyncio.get_running_loop().call_later(delay_s, send)
+        await answers.put(answer)
 
     async def _send_in_order(
         self, writer: asyncio.StreamWriter, answers: Answers, peer: str

@@ -12,6 +12,13 @@ Requests that arrive on a controller listener (``controller.listener.names``):
   controller (:class:`~odradek.controller.controller.QuorumControllerState`): decided on
   the image, their records appended as one batch, answered once committed.
 
+A controller formatted with ``--add-scram`` holds bootstrap records
+(``bootstrap.checkpoint``). The first time it leads a metadata log that holds no
+metadata records yet (NoOpRecords aside: the quorum writes those itself), it appends
+them before anything else it writes, as Kafka's QuorumController does with its
+bootstrap metadata on an empty log. A controller that becomes active later finds the
+log holding records and appends nothing, so they enter the log once.
+
 Commands run one at a time under :attr:`ControllerService.write_lock` and wait for
 their commit before the next one is decided, so every decision sees the committed result
 of the one before (the same guarantee Kafka's controller gets from applying its records
@@ -21,8 +28,9 @@ before commit, without a speculative image to roll back on failover).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from odradek.broker.effects import ControllerCall, Outcome
@@ -56,7 +64,8 @@ from odradek.protocol.messages import (
     UpdateRaftVoterResponse,
     VoteRequest,
 )
-from odradek.protocol.metadata_record import encode_metadata_record
+from odradek.protocol.metadata import NoOpRecord
+from odradek.protocol.metadata_record import decode_metadata_record, encode_metadata_record
 from odradek.raft.core import RaftNode
 from odradek.raft.voters import ReplicaKey, Voter, VoterEndpoint
 
@@ -109,8 +118,11 @@ class ControllerService:
         session_timeout_ms: int,
         forwarded: Callable[[bytes], Awaitable[bytes]],
         connection_loss_ms: int = -1,
+        bootstrap_records: Sequence[bytes] = (),
     ) -> None:
         self.quorum = quorum
+        self._bootstrap_records = list(bootstrap_records)
+        self._bootstrap_checked_epoch: int | None = None
         self.connection_loss_ms = connection_loss_ms
         # Which broker heartbeats on which inbound connection (by peer address), so
         # that a closed connection can end that broker's session early.
@@ -231,7 +243,55 @@ class ControllerService:
         """Append ``records`` as one batch and wait until committed (and applied).
 
         The caller holds :attr:`write_lock`."""
+        # Every metadata write of this controller passes here, so no record can reach
+        # an empty log ahead of the bootstrap records.
+        await self._append_bootstrap_records()
         await self.quorum.propose([encode_metadata_record(r) for r in records])
+
+    async def _append_bootstrap_records(self) -> None:
+        """Append the bootstrap records, once per leadership epoch at most, if the log
+        holds no metadata records yet. The caller holds :attr:`write_lock`."""
+        if not self._bootstrap_records or not self.quorum.is_leader:
+            return
+        epoch = self.quorum.raft.epoch
+        if self._bootstrap_checked_epoch == epoch:
+            return
+        self._bootstrap_checked_epoch = epoch
+        if self._log_holds_metadata():
+            return
+        log.info(
+            "the metadata log is empty: appending %d bootstrap records from storage format",
+            len(self._bootstrap_records),
+        )
+        await self.quorum.propose(list(self._bootstrap_records))
+
+    def _log_holds_metadata(self) -> bool:
+        """Whether any metadata record other than a NoOpRecord was ever written.
+
+        Read from the leader's log, which holds every committed entry, not from the
+        image, which may still be catching up, and which an emptied cluster (every
+        credential deleted, nothing else written) would show as empty again: that log
+        still holds the removals, so deleted credentials are not brought back."""
+        if dataclasses.replace(self.image(), offset=-1) != MetadataImage():
+            return True
+        raft_log = self.quorum.raft.log
+        if raft_log.start_offset() > 0:
+            # A snapshot replaced the start of the log: what it covered is unknown here,
+            # so take it as written (a cluster snapshots only after it has run a while).
+            return True
+        offset, end = 0, raft_log.end_offset()
+        while offset < end:
+            entries = raft_log.entries_from(offset, 100)
+            if not entries:
+                break
+            for entry in entries:
+                if entry.control is None and any(
+                    not isinstance(decode_metadata_record(value)[0], NoOpRecord)
+                    for value in entry.records
+                ):
+                    return True
+            offset = entries[-1].next_offset
+        return False
 
     def check_offline(self) -> None:
         """The offline-partition alarm: a partition with no leader (no eligible replica
@@ -397,6 +457,12 @@ class ControllerService:
         async with self.write_lock:
             state = self._controller_state()
             if state is None:
+                return
+            # This timer runs on every active controller, so an idle new cluster gets
+            # its bootstrap records within a tick of the election, not at its first write.
+            try:
+                await self._append_bootstrap_records()
+            except NotController:
                 return
             self._suspect_silent_voters(state)
             records = state.fence_stale_brokers(monotonic_ms())

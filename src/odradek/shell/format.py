@@ -15,23 +15,56 @@ As ``kafka-storage format`` (Kafka 3.9) does it:
 * with static ``controller.quorum.voters`` the voters come from the configuration and
   those flags are refused; broker-only nodes never carry voters. No checkpoint is
   written then, as Kafka writes none (a node reads a missing checkpoint as "no voters").
+* ``--add-scram`` (repeatable, Kafka 3.5+, KIP-900) gives a SCRAM credential the cluster
+  starts with, so that brokers and clients can authenticate before anyone could run
+  AlterUserScramCredentials: ``SCRAM-SHA-512=[name=admin,password=admin-secret]``, or
+  with ``iterations=8192``, ``salt=<base64>`` and, instead of the password,
+  ``saltedpassword=<base64>`` (which needs ``salt``). A controller's metadata dir gets
+  ``bootstrap.checkpoint`` (Kafka's name) holding one ``UserScramCredentialRecord`` each,
+  in the snapshot file format; the active controller appends them to the metadata log
+  when it first becomes active on a log without metadata records
+  (:mod:`odradek.shell.controller_service`). Only the salt and derived keys are stored,
+  never the password.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from odradek.broker.server_config import ServerConfig
-from odradek.core.errors import ConfigError
+from odradek.core.errors import ConfigError, DecodeError
 from odradek.core.kafka_uuid import from_kafka_str, to_kafka_str
+from odradek.protocol.metadata import UserScramCredentialRecord
+from odradek.protocol.metadata_record import encode_metadata_record
 from odradek.raft.disk_log import metadata_log_directory
-from odradek.raft.snapshot import BOOTSTRAP_SNAPSHOT_ID, bootstrap_snapshot, snapshot_file_name
+from odradek.raft.snapshot import (
+    BOOTSTRAP_SNAPSHOT_ID,
+    bootstrap_snapshot,
+    decode_snapshot,
+    encode_snapshot,
+    snapshot_file_name,
+)
 from odradek.raft.voters import Voter, VoterEndpoint, VoterSet
+from odradek.security.scram import (
+    MECHANISMS,
+    credential_from_password,
+    credential_from_salted_password,
+    mechanism_by_type,
+)
 from odradek.storage.checkpoint import META_PROPERTIES, MetaProperties, read_meta_properties
 from odradek.storage.fs import FileSystem, join, write_file_atomically
 from odradek.storage.log_dir import format_log_dir
+
+BOOTSTRAP_RECORDS_FILE = "bootstrap.checkpoint"
+"""In the metadata log dir: the metadata records the first active controller appends."""
+
+_SCRAM_KEYS = ("name", "password", "saltedpassword", "salt", "iterations")
+_DEFAULT_ITERATIONS = 4096
 
 # ID@HOST:PORT:DIRID, the host possibly an [IPv6] literal.
 _INITIAL_CONTROLLER = re.compile(r"(-?\d+)@(\[[^\]]+\]|[^:@\[\]]+):(\d+):([A-Za-z0-9_-]+)")
@@ -71,6 +104,102 @@ def parse_initial_controllers(text: str) -> list[InitialController]:
     return found
 
 
+def parse_add_scram(text: str, salt: bytes | None = None) -> UserScramCredentialRecord:
+    """The credential record one ``--add-scram`` value stands for; ConfigError if bad.
+
+    ``MECHANISM=[key=value,...]`` as Kafka's ``ScramParser`` reads it: keys ``name``
+    (required), ``password`` or ``saltedpassword`` (base64, needs ``salt``), ``salt``
+    (base64; random when not given, or ``salt`` here for tests) and ``iterations``
+    (4096 unless given, within the mechanism's bounds). A value may be in double quotes.
+    A comma cannot be part of a value, as in Kafka.
+    """
+    mechanism_name, equals, rest = text.strip().partition("=")
+    if not equals:
+        raise ConfigError(f"--add-scram {text!r}: expected MECHANISM=[name=...,password=...]")
+    mechanism = MECHANISMS.get(mechanism_name)
+    if mechanism is None:
+        raise ConfigError(
+            f"--add-scram: the mechanism {mechanism_name!r} is not supported "
+            f"(use {' or '.join(MECHANISMS)})"
+        )
+    if not (rest.startswith("[") and rest.endswith("]")):
+        raise ConfigError(f"--add-scram {text!r}: the settings must be enclosed in [ ]")
+    values: dict[str, str] = {}
+    for item in rest[1:-1].split(","):
+        key, equals, value = item.partition("=")
+        if not equals:
+            raise ConfigError(f"--add-scram: {item!r} is not key=value")
+        if key not in _SCRAM_KEYS:
+            raise ConfigError(
+                f"--add-scram: unknown setting {key!r} (known: {', '.join(_SCRAM_KEYS)})"
+            )
+        if key in values:
+            raise ConfigError(f"--add-scram: {key!r} is given twice")
+        if len(value) >= 2 and value.startswith('"') and value.endswith('"'):
+            value = value[1:-1]
+        values[key] = value
+    name = values.get("name")
+    if not name:
+        raise ConfigError("--add-scram: 'name' must be given and not empty")
+    iterations = _DEFAULT_ITERATIONS
+    if "iterations" in values:
+        try:
+            iterations = int(values["iterations"])
+        except ValueError:
+            raise ConfigError(
+                f"--add-scram: iterations {values['iterations']!r} is not a number"
+            ) from None
+    if not mechanism.min_iterations <= iterations <= mechanism.max_iterations:
+        raise ConfigError(
+            f"--add-scram: iterations must be from {mechanism.min_iterations} to "
+            f"{mechanism.max_iterations} for {mechanism.name}, not {iterations}"
+        )
+    if "salt" in values:
+        salt = _base64(values["salt"], "salt")
+    if salt is not None and not salt:
+        raise ConfigError("--add-scram: 'salt' must not be empty")
+    if ("password" in values) == ("saltedpassword" in values):
+        raise ConfigError("--add-scram: give one of 'password' or 'saltedpassword'")
+    if "password" in values:
+        credential = credential_from_password(mechanism, values["password"], iterations, salt)
+    else:
+        if salt is None:
+            raise ConfigError("--add-scram: 'saltedpassword' needs 'salt' with it")
+        salted = _base64(values["saltedpassword"], "saltedpassword")
+        if not salted:
+            raise ConfigError("--add-scram: 'saltedpassword' must not be empty")
+        credential = credential_from_salted_password(mechanism, salted, salt, iterations)
+    return UserScramCredentialRecord(
+        name=name,
+        mechanism=mechanism.kafka_type,
+        salt=credential.salt,
+        stored_key=credential.stored_key,
+        server_key=credential.server_key,
+        iterations=credential.iterations,
+    )
+
+
+def _base64(text: str, key: str) -> bytes:
+    try:
+        return base64.b64decode(text.encode("ascii"), validate=True)
+    except (binascii.Error, UnicodeEncodeError):
+        raise ConfigError(f"--add-scram: {key} {text!r} is not base64") from None
+
+
+def read_bootstrap_records(fs: FileSystem, metadata_log_dir: str) -> list[bytes]:
+    """The metadata records ``storage format`` left for the first active controller
+    (encoded, as the log holds them); none when there is no bootstrap file. A file that
+    does not parse raises :class:`~odradek.core.errors.ConfigError` naming it."""
+    path = join(metadata_log_dir, BOOTSTRAP_RECORDS_FILE)
+    if not fs.exists(path):
+        return []
+    try:
+        return decode_snapshot(fs.read_file(path)).records
+    except DecodeError as e:
+        # Starting without them would leave the cluster without its first users.
+        raise ConfigError(f"{path} is damaged ({e}); format this node again") from None
+
+
 def format_node(
     fs: FileSystem,
     config: ServerConfig,
@@ -80,6 +209,7 @@ def format_node(
     initial_controllers: str | None = None,
     no_initial_controllers: bool = False,
     ignore_formatted: bool = False,
+    add_scram: Sequence[str] = (),
     now_ms: int = 0,
 ) -> list[str]:
     """Format every log dir of this node; return what was done, one line each.
@@ -90,6 +220,7 @@ def format_node(
     voters, own_directory = _initial_voters(
         config, standalone, initial_controllers, no_initial_controllers
     )
+    scram_records = _scram_records(add_scram)
     dirs = list(dict.fromkeys([*config.log_dirs, config.metadata_log_dir]))
     pending = [d for d in dirs if not _already_formatted(fs, d, cluster_id, config.node_id)]
     done = [f"{d} is already formatted" for d in dirs if d not in pending]
@@ -98,6 +229,16 @@ def format_node(
             f"{', '.join(d for d in dirs if d not in pending)} is already formatted; "
             "use --ignore-formatted to accept that"
         )
+    if scram_records and not config.is_controller:
+        done.append(
+            "this node is not a controller, so --add-scram has nothing to do here: "
+            "give it when formatting the controllers"
+        )
+    elif scram_records and config.metadata_log_dir not in pending:
+        done.append(
+            f"{config.metadata_log_dir} was formatted before: --add-scram changed nothing "
+            "(use AlterUserScramCredentials on a running cluster)"
+        )
     for directory in pending:
         metadata = directory == config.metadata_log_dir
         directory_id = own_directory if metadata and own_directory else uuid.uuid4()
@@ -105,9 +246,51 @@ def format_node(
             # Standalone: the voter is this dir, whose id is only chosen now.
             voters = _with_directory(voters, config.node_id, directory_id, standalone)
             done.append(_write_bootstrap(fs, directory, voters, now_ms))
+        if metadata and scram_records and config.is_controller:
+            done.append(_write_bootstrap_records(fs, directory, scram_records, now_ms))
         format_log_dir(fs, directory, MetaProperties(cluster_id, config.node_id, directory_id))
         done.append(f"formatted {directory} (cluster {cluster_id}, node {config.node_id})")
     return done
+
+
+def _scram_records(values: Sequence[str]) -> list[UserScramCredentialRecord]:
+    records = [parse_add_scram(value) for value in values]
+    seen: set[tuple[int, str]] = set()
+    for record in records:
+        key = (record.mechanism, record.name)
+        if key in seen:
+            # Kafka would keep the last; two passwords for one user is a typo to report.
+            raise ConfigError(
+                f"--add-scram gives user {record.name!r} two credentials for one mechanism"
+            )
+        seen.add(key)
+    return records
+
+
+def _write_bootstrap_records(
+    fs: FileSystem, metadata_dir: str, records: Sequence[UserScramCredentialRecord], now_ms: int
+) -> str:
+    """Write ``bootstrap.checkpoint`` durably, before meta.properties marks the dir done
+    (a crash in between leaves a dir that a second run formats whole)."""
+    fs.makedirs(metadata_dir)
+    path = join(metadata_dir, BOOTSTRAP_RECORDS_FILE)
+    # The snapshot format gives every batch a CRC, so a damaged file is refused at start
+    # instead of bootstrapping a cluster with garbage credentials.
+    data = encode_snapshot(
+        BOOTSTRAP_SNAPSHOT_ID,
+        [encode_metadata_record(record) for record in records],
+        None,
+        now_ms,
+    )
+    write_file_atomically(fs, path, data)
+    fs.fsync_dir(metadata_dir)
+    users = ", ".join(f"{record.name} ({_mechanism_name(record.mechanism)})" for record in records)
+    return f"wrote {path} with SCRAM credentials for {users}"
+
+
+def _mechanism_name(kafka_type: int) -> str:
+    mechanism = mechanism_by_type(kafka_type)
+    return str(kafka_type) if mechanism is None else mechanism.name
 
 
 def _already_formatted(fs: FileSystem, directory: str, cluster_id: str, node_id: int) -> bool:

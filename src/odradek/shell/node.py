@@ -48,15 +48,19 @@ from odradek.protocol.error_codes import ErrorCode
 from odradek.raft.disk_log import DiskRaftLog, metadata_log_directory
 from odradek.raft.quorum_file import QuorumStateFile
 from odradek.security.principal import MappingRule
+from odradek.security.sasl import sasl_listener
+from odradek.security.sasl_keys import SaslListenerConfig
+from odradek.security.scram import ScramCredential, ScramMechanism
 from odradek.shell import controller_service
 from odradek.shell.broker_lifecycle import BrokerLifecycle
 from odradek.shell.clean_shutdown import CleanShutdownFile
 from odradek.shell.clock import monotonic_ms, now_ms, steady_ms
 from odradek.shell.connection_limits import broker_listener_name
-from odradek.shell.connections import Connections
+from odradek.shell.connections import Connections, ServingSecurity
 from odradek.shell.controller_service import ControllerService
 from odradek.shell.dir_lock import DirLock
 from odradek.shell.effects import Effects, Forwarder, LongPolls
+from odradek.shell.format import read_bootstrap_records
 from odradek.shell.group_commit import GroupCommit
 from odradek.shell.group_service import GroupService
 from odradek.shell.hosting import Hosting
@@ -68,7 +72,7 @@ from odradek.shell.metadata_apply import (
     TopicConfigs,
     metadata_recovery_point,
 )
-from odradek.shell.peer_client import PeerPool, bind_outgoing_connections
+from odradek.shell.peer_client import PLAINTEXT, ClientSecurity, PeerPool, bind_outgoing_connections
 from odradek.shell.quorum import QuorumConfig, QuorumDriver
 from odradek.shell.real_fs import RealFileSystem
 from odradek.shell.record_check import RecordCheckThread
@@ -87,26 +91,23 @@ LOG_DIR_FAILURE_REPORT_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
-class BrokerTls:
-    """TLS on the broker listener (``shell/tls.py``): what it serves with, what followers
-    fetch from other brokers with, and how a client certificate names its principal."""
+class ListenerSecurity:
+    """A listener's security protocol (``listener.security.protocol.map``): what it is
+    served with, and what nodes connect to it with.
+
+    ``server_tls``: the TLS context it serves (None on PLAINTEXT and SASL_PLAINTEXT, and
+    for the controller listener on a broker-only node); ``principal_rules``: how an SSL
+    client's certificate names its principal; ``sasl``: its SASL mechanisms (SASL_*
+    only); ``client``: the TLS and SASL login this node connects to the listener with
+    (followers to leaders on the broker listener; Raft, registration, heartbeats,
+    forwards and ISR changes on the controller listener)."""
 
     listener: str
-    server: ssl.SSLContext
-    client: ssl.SSLContext
-    principal_rules: tuple[MappingRule, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ControllerTls:
-    """TLS on the controller listener: what a controller serves it with (None on a
-    broker-only node), what every node connects to controllers with, and how a client
-    certificate names its principal."""
-
-    listener: str
-    server: ssl.SSLContext | None
-    client: ssl.SSLContext
-    principal_rules: tuple[MappingRule, ...]
+    protocol: str
+    server_tls: ssl.SSLContext | None = None
+    client: ClientSecurity = PLAINTEXT
+    principal_rules: tuple[MappingRule, ...] = ()
+    sasl: SaslListenerConfig | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,9 +141,9 @@ class NodeConfig:
     broker_session_timeout_ms: int = 9000
     broker_session_connection_loss_ms: int = 500
     broker_heartbeat_interval_ms: int = 2000
-    tls: BrokerTls | None = None
+    broker_security: ListenerSecurity | None = None
     """None: the broker listener is PLAINTEXT."""
-    controller_tls: ControllerTls | None = None
+    controller_security: ListenerSecurity | None = None
     """None: the controller listener is PLAINTEXT."""
 
 
@@ -228,8 +229,9 @@ class Node:
             self.groups,
             node_id=settings.node_id,
         )
-        controller_client = config.controller_tls.client if config.controller_tls else None
-        self._forward_peers = PeerPool(f"forward-{settings.node_id}", controller_client)
+        self._forward_peers = PeerPool(
+            f"forward-{settings.node_id}", _client_of(config.controller_security)
+        )
         self.connections = Connections(
             self.effects,
             server,
@@ -357,20 +359,21 @@ class Node:
                 cfg.broker_session_timeout_ms,
                 self.effects.run_forwarded,
                 connection_loss_ms=cfg.broker_session_connection_loss_ms,
+                bootstrap_records=read_bootstrap_records(self.fs, cfg.metadata_log_dir),
             )
             self.effects.controller = self.controller
             host = cfg.controller_listen_host or "0.0.0.0"
-            ctls = cfg.controller_tls
+            controller_security = cfg.controller_security
             self._controller_server = await asyncio.start_server(
                 self.connections.serving(
                     self.controller_router,
                     cfg.quorum.controller_listener,
                     self.controller,
-                    principal_rules=ctls.principal_rules if ctls is not None else None,
+                    security=self._serving_security(controller_security),
                 ),
                 host,
                 cfg.controller_listen_port,
-                ssl=ctls.server if ctls is not None else None,
+                ssl=controller_security.server_tls if controller_security is not None else None,
             )
             self.controller_port = self._controller_server.sockets[0].getsockname()[1]
             local = "127.0.0.1" if host in ("0.0.0.0", "") else host
@@ -515,8 +518,8 @@ class Node:
                 lambda report: self.lifecycle.report_loss(report) if self.lifecycle else None,
             ),
             self.supervisor,
-            fetch_tls=cfg.tls.client if cfg.tls is not None else None,
-            controller_tls=cfg.controller_tls.client if cfg.controller_tls else None,
+            fetch_security=_client_of(cfg.broker_security),
+            controller_security=_client_of(cfg.controller_security),
         )
         self.effects.replication = self.replication
         self.groups.replication = self.replication
@@ -536,16 +539,16 @@ class Node:
         self.metadata.hosting = self.hosting
         self.state.records_appended = self._records_appended
         self.hosting.sync()
-        tls = cfg.tls
+        broker_security = cfg.broker_security
         self._server = await asyncio.start_server(
             self.connections.serving(
                 self.router,
                 broker_listener_name(cfg.server),
-                principal_rules=tls.principal_rules if tls is not None else None,
+                security=self._serving_security(broker_security),
             ),
             cfg.listen_host,
             cfg.listen_port,
-            ssl=tls.server if tls is not None else None,
+            ssl=broker_security.server_tls if broker_security is not None else None,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         if cfg.settings.port == 0:
@@ -560,7 +563,9 @@ class Node:
                     broker_listener_name(cfg.server),
                     settings.host,
                     settings.port,
-                    SECURITY_PROTOCOL_IDS["SSL" if tls is not None else "PLAINTEXT"],
+                    SECURITY_PROTOCOL_IDS[
+                        broker_security.protocol if broker_security is not None else "PLAINTEXT"
+                    ],
                 )
             ],
             rack=settings.rack,
@@ -570,7 +575,7 @@ class Node:
             heartbeat_interval_ms=cfg.broker_heartbeat_interval_ms,
             request_timeout_ms=cfg.quorum.request_timeout_ms,
             previous_broker_epoch=previous_broker_epoch,
-            tls=cfg.controller_tls.client if cfg.controller_tls else None,
+            security=_client_of(cfg.controller_security),
         )
         self.hosting.registration = self.lifecycle
         self._lifecycle_task = self.supervisor.start("broker-lifecycle", self.lifecycle.run())
@@ -672,6 +677,25 @@ class Node:
                     server.leader_imbalance_per_broker_percentage
                 )
 
+    def _serving_security(self, security: ListenerSecurity | None) -> ServingSecurity | None:
+        """What a listener's clients must prove; SCRAM logins are checked against the
+        image of the moment, so a credential altered in the metadata log counts at once."""
+        if security is None:
+            return None
+        if security.protocol == "SSL":
+            return ServingSecurity(principal_rules=security.principal_rules)
+        sasl = security.sasl
+        if sasl is None:
+            return None
+        return ServingSecurity(
+            sasl=sasl_listener(sasl, self._scram_credential),
+            failed_authentication_delay_ms=sasl.failed_authentication_delay_ms,
+            max_receive_size=sasl.max_receive_size,
+        )
+
+    def _scram_credential(self, mechanism: ScramMechanism, user: str) -> ScramCredential | None:
+        return self.state.image.scram_credentials.get((mechanism.kafka_type, user))
+
     def _peer_hosts(self) -> set[str]:
         """Where the cluster's own nodes connect from: the voters' and the registered
         brokers' hosts (a node's outgoing connections leave from its listener address)."""
@@ -725,6 +749,10 @@ async def run_node(config: NodeConfig, ready: asyncio.Event | None = None) -> in
         log.critical("node %d stopped: %s", config.settings.node_id, node.stop_reason)
         return 1
     return 0
+
+
+def _client_of(security: ListenerSecurity | None) -> ClientSecurity:
+    return security.client if security is not None else PLAINTEXT
 
 
 def _log_tasks() -> None:

@@ -19,11 +19,22 @@ import ipaddress
 import logging
 import ssl
 import struct
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Final
 
 from odradek.protocol.api import Body, decode_response, encode_request
+from odradek.protocol.error_codes import ErrorCode, error_name
 from odradek.protocol.framing import size_prefix
+from odradek.protocol.messages import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 from odradek.protocol.messages.request_header import RequestHeader
+from odradek.security.mechanism import MechanismError
+from odradek.security.sasl_client import mechanism_client
+from odradek.security.sasl_keys import ClientCredentials
 
 log = logging.getLogger("odradek.peer")
 
@@ -48,6 +59,27 @@ def bind_outgoing_connections(host: str) -> None:
         _outgoing_host = str(address)
 
 
+@dataclass(frozen=True, slots=True)
+class ClientSecurity:
+    """How a client connection proves who it is: TLS with ``tls`` (the peer's host name
+    checked as the context says), then a SASL login with ``sasl``; either, both or
+    neither (PLAINTEXT)."""
+
+    tls: ssl.SSLContext | None = None
+    sasl: ClientCredentials | None = None
+
+
+PLAINTEXT: Final = ClientSecurity()
+
+# A SASL session with a lifetime (KIP-368) is replaced by a new connection once this
+# share of it has passed and nothing waits on the old one, and at the latest at this
+# second share: well before the server would close it.
+_REAUTH_SOFT: Final = 0.8
+_REAUTH_HARD: Final = 0.95
+_SASL_HANDSHAKE_VERSION: Final = 1
+_SASL_AUTHENTICATE_VERSION: Final = 2
+
+
 class PeerUnavailable(ConnectionError):
     """The peer could not be reached, or the connection broke before it answered.
 
@@ -57,6 +89,11 @@ class PeerUnavailable(ConnectionError):
     def __init__(self, message: str, refused: bool = False) -> None:
         super().__init__(message)
         self.refused = refused
+
+
+class AuthenticationRefused(PeerUnavailable):
+    """The peer refused this node's SASL login (a wrong password, a mechanism it does
+    not offer). Retrying does not help until the configuration changes."""
 
 
 _REFUSED = (ConnectionRefusedError, ConnectionResetError, BrokenPipeError, EOFError)
@@ -75,12 +112,13 @@ class PeerConnection:
         port: int,
         client_id: str,
         connect_timeout_s: float = 1.0,
-        tls: ssl.SSLContext | None = None,
+        security: ClientSecurity = PLAINTEXT,
     ):
-        """``tls``: connect over TLS with this context (the peer's host name checked as
-        the context says), within the same connect timeout."""
+        """``security``: TLS and SASL, both done within the connect timeout."""
         self.host = host
-        self.tls = tls
+        self.security = security
+        # When the SASL session (if it has a lifetime) should be renewed, loop time.
+        self._renew_at: tuple[float, float] | None = None
         self.port = port
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
@@ -125,7 +163,10 @@ class PeerConnection:
     async def _connected(self) -> asyncio.StreamWriter:
         async with self._connecting:
             if self._writer is not None and not self._writer.is_closing():
-                return self._writer
+                if not self._session_expiring():
+                    return self._writer
+                self._broken(ConnectionError("SASL session renewed"))
+            tls = self.security.tls
             try:
                 local = None if _outgoing_host is None else (_outgoing_host, 0)
                 async with asyncio.timeout(self.connect_timeout_s):
@@ -133,14 +174,105 @@ class PeerConnection:
                         self.host,
                         self.port,
                         local_addr=local,
-                        ssl=self.tls,
-                        server_hostname=self.host if self.tls is not None else None,
+                        ssl=tls,
+                        server_hostname=self.host if tls is not None else None,
                     )
-            except (OSError, TimeoutError) as e:
+                    if self.security.sasl is not None:
+                        try:
+                            await self._login(reader, writer, self.security.sasl)
+                        except BaseException:
+                            writer.close()
+                            raise
+            except (OSError, TimeoutError, asyncio.IncompleteReadError) as e:
                 raise PeerUnavailable(f"{self.host}:{self.port}: {e}", _refused(e)) from None
             self._writer = writer
             self._reader_task = asyncio.create_task(self._read(reader, writer))
             return writer
+
+    def _session_expiring(self) -> bool:
+        """Whether the SASL session is due for renewal (a new connection logs in anew)."""
+        if self._renew_at is None:
+            return False
+        soft, hard = self._renew_at
+        now = asyncio.get_running_loop().time()
+        return now >= hard or (now >= soft and not self._waiting)
+
+    async def _login(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        credentials: ClientCredentials,
+    ) -> None:
+        """Log in on a new connection, before any other request is sent on it."""
+        started = asyncio.get_running_loop().time()
+        handshake = await self._exchange(
+            reader,
+            writer,
+            SaslHandshakeRequest(mechanism=credentials.mechanism),
+            _SASL_HANDSHAKE_VERSION,
+        )
+        assert isinstance(handshake, SaslHandshakeResponse)
+        if handshake.error_code != ErrorCode.NONE:
+            raise AuthenticationRefused(
+                f"{self.host}:{self.port}: SASL handshake for {credentials.mechanism}: "
+                f"{error_name(handshake.error_code)} (the listener offers "
+                f"{', '.join(handshake.mechanisms) or 'nothing'})"
+            )
+        client = mechanism_client(credentials)
+        token: bytes | None = client.first()
+        lifetime_ms = 0
+        try:
+            while token is not None:
+                response = await self._exchange(
+                    reader,
+                    writer,
+                    SaslAuthenticateRequest(auth_bytes=token),
+                    _SASL_AUTHENTICATE_VERSION,
+                )
+                assert isinstance(response, SaslAuthenticateResponse)
+                if response.error_code != ErrorCode.NONE:
+                    raise AuthenticationRefused(
+                        f"{self.host}:{self.port}: SASL {credentials.mechanism} login as "
+                        f"{credentials.username!r} refused: {response.error_message}"
+                    )
+                lifetime_ms = response.session_lifetime_ms
+                token = client.next(response.auth_bytes)
+        except MechanismError as e:
+            raise AuthenticationRefused(f"{self.host}:{self.port}: SASL login: {e}") from None
+        self._renew_at = (
+            (
+                started + lifetime_ms / 1000 * _REAUTH_SOFT,
+                started + lifetime_ms / 1000 * _REAUTH_HARD,
+            )
+            if lifetime_ms > 0
+            else None
+        )
+
+    async def _exchange(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body: Body, version: int
+    ) -> Any:
+        """One request and its answer on a connection nothing else uses yet."""
+        correlation = self._next_correlation
+        self._next_correlation += 1
+        api_key: int = getattr(type(body), "API_KEY")  # noqa: B009 - Body has no API_KEY
+        header = RequestHeader(
+            request_api_key=api_key,
+            request_api_version=version,
+            correlation_id=correlation,
+            client_id=self.client_id,
+        )
+        payload = encode_request(header, body)
+        writer.write(size_prefix(len(payload)) + payload)
+        await writer.drain()
+        (size,) = _SIZE.unpack(await reader.readexactly(4))
+        if not 0 <= size <= MAX_RESPONSE_BYTES:
+            raise ConnectionError(f"response of {size} bytes")
+        answer = await reader.readexactly(size)
+        try:
+            _, response = decode_response(answer, api_key, version)
+        except Exception as e:
+            raise ConnectionError(f"bad response: {e}") from None
+        return response
 
     async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -192,15 +324,15 @@ class PeerConnection:
 class PeerPool:
     """One :class:`PeerConnection` per address, opened on first use, all closed together."""
 
-    def __init__(self, client_id: str, tls: ssl.SSLContext | None = None) -> None:
+    def __init__(self, client_id: str, security: ClientSecurity = PLAINTEXT) -> None:
         self.client_id = client_id
-        self.tls = tls
+        self.security = security
         self._peers: dict[tuple[str, int], PeerConnection] = {}
 
     def get(self, address: tuple[str, int]) -> PeerConnection:
         peer = self._peers.get(address)
         if peer is None:
-            peer = PeerConnection(*address, client_id=self.client_id, tls=self.tls)
+            peer = PeerConnection(*address, client_id=self.client_id, security=self.security)
             self._peers[address] = peer
         return peer
 

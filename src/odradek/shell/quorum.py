@@ -29,7 +29,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import ssl
 import time
 import uuid
 from collections import deque
@@ -63,7 +62,13 @@ from odradek.raft.quorum_file import QuorumStateFile, StoredQuorumState
 from odradek.raft.ready import QuorumState, Ready
 from odradek.raft.voters import ReplicaKey, Voter, VoterEndpoint, VoterSet
 from odradek.shell.clock import monotonic_ms
-from odradek.shell.peer_client import PeerConnection, PeerPool, PeerUnavailable
+from odradek.shell.peer_client import (
+    PLAINTEXT,
+    ClientSecurity,
+    PeerConnection,
+    PeerPool,
+    PeerUnavailable,
+)
 from odradek.shell.quorum_sync import QuorumSync
 from odradek.shell.supervisor import Supervisor
 
@@ -106,7 +111,7 @@ class QuorumConfig:
     retry_backoff_ms: int = 20
     max_idle_interval_ms: int = 500
     stall_alarm_ms: int = 10_000
-    tls: ssl.SSLContext | None = None
+    security: ClientSecurity = PLAINTEXT
     """The client context of the controller listener, when it is SSL."""
 
 
@@ -127,7 +132,7 @@ class QuorumDriver:
         self.on_commit = on_commit
         self.on_snapshot = on_snapshot
         self.node: RaftNode | None = None
-        self._peers = PeerPool(f"raft-{config.node_id}", config.tls)
+        self._peers = PeerPool(f"raft-{config.node_id}", config.security)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ticker: asyncio.Task[None] | None = None
         self._sync: QuorumSync | None = None

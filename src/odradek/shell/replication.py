@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import ssl
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -60,7 +59,13 @@ from odradek.replication.replica_manager import (
 )
 from odradek.replication.throttle import FOLLOWER_REPLICATION_THROTTLED_RATE, ReplicationThrottle
 from odradek.shell.clock import monotonic_ms, now_ms
-from odradek.shell.peer_client import PeerConnection, PeerPool, PeerUnavailable
+from odradek.shell.peer_client import (
+    PLAINTEXT,
+    ClientSecurity,
+    PeerConnection,
+    PeerPool,
+    PeerUnavailable,
+)
 from odradek.shell.supervisor import Supervisor
 
 log = logging.getLogger("odradek.replication")
@@ -142,12 +147,11 @@ class ReplicationService:
         storage: ReplicaStorage,
         controller: ControllerChannel,
         supervisor: Supervisor | None = None,
-        fetch_tls: ssl.SSLContext | None = None,
-        controller_tls: ssl.SSLContext | None = None,
+        fetch_security: ClientSecurity = PLAINTEXT,
+        controller_security: ClientSecurity = PLAINTEXT,
     ) -> None:
-        """``fetch_tls``: the context fetches from leaders connect with, when the broker
-        (inter-broker) listener is SSL; ``controller_tls``: the one ISR changes go to the
-        controller with, when the controller listener is."""
+        """``fetch_security``: how fetches from leaders connect (the broker listener is the
+        inter-broker one); ``controller_security``: how ISR changes reach the controller."""
         self.state = state
         # Fetchers are long-lived: one that fails on something no partition's own error
         # handling covers (a bug) stops the node rather than leaving its replicas
@@ -180,8 +184,8 @@ class ReplicationService:
         )
         # Fetches long-poll: ISR changes get connections of their own, not queued behind.
         self._peers = {
-            "fetch": PeerPool(f"replica-{self.node_id}-fetch", fetch_tls),
-            "isr": PeerPool(f"replica-{self.node_id}-isr", controller_tls),
+            "fetch": PeerPool(f"replica-{self.node_id}-fetch", fetch_security),
+            "isr": PeerPool(f"replica-{self.node_id}-isr", controller_security),
         }
         self._isr_task: asyncio.Task[None] | None = None
         state.replication_changed = self.replication_changed
