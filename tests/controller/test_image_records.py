@@ -30,23 +30,28 @@ from odradek.protocol.metadata import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
+    DelegationTokenRecord,
     FeatureLevelRecord,
     NoOpRecord,
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     TopicRecord,
     UserScramCredentialRecord,
 )
 from odradek.protocol.metadata.register_broker_record import BrokerEndpoint
 from odradek.protocol.metadata_record import encode_metadata_record
 from tests.controller.test_image import (
+    ACL_1,
+    ACL_2,
     D1,
     D2,
     D3,
     INC_A,
     LOG_SETTINGS,
+    acl,
     replay_all,
     replay_log,
     valid_logs,
@@ -140,6 +145,10 @@ def _sample_log() -> list[object]:
             server_key=b"k6",
             iterations=4096,
         ),
+        acl(ACL_2, resource_name="bar", permission=2),
+        acl(uuid.UUID(int=0xAC0)),
+        acl(ACL_1, principal="User:*"),
+        RemoveAccessControlEntryRecord(id=uuid.UUID(int=0xAC0)),
     ]
 
 
@@ -228,6 +237,9 @@ def test_the_records_come_in_snapshot_order_with_every_field() -> None:
             server_key=b"k2",
             iterations=4096,
         ),
+        # ACLs after the credentials, by id; a removed one is simply not there.
+        acl(ACL_1, principal="User:*"),
+        acl(ACL_2, resource_name="bar", permission=2),
     ]
 
 
@@ -244,9 +256,27 @@ def test_an_empty_image_writes_nothing() -> None:
 
 
 def test_records_the_image_does_not_model_leave_nothing_to_write() -> None:
-    # ACLs and the like are applied as offset-only, so a snapshot cannot carry them.
-    image = replay_all([AccessControlEntryRecord(resource_name="t", principal="User:a")])
+    # Delegation tokens and the like are applied as offset-only, so a snapshot cannot
+    # carry them.
+    image = replay_all([DelegationTokenRecord(token_id="t", owner="User:a")])
     assert image_records(image) == []
+
+
+def test_acls_read_back_with_their_ids_and_every_field() -> None:
+    record = AccessControlEntryRecord(
+        id=uuid.UUID("0b4b2dd5-7c1b-4e4b-9a6f-6d1d8e1f2a3b"),
+        resource_type=4,
+        resource_name="kafka-cluster",
+        pattern_type=4,
+        principal="User:\u00e9ve",
+        host="10.0.0.1",
+        operation=7,
+        permission_type=2,
+    )
+    image = replay_all([acl(ACL_2), record])
+    decoded = round_trip(image, image.offset)
+    assert decoded == image
+    assert decoded.acls == {ACL_2: acl(ACL_2), record.id: record}
 
 
 def test_the_bootstrap_snapshot_holds_records_at_offset_minus_one() -> None:
@@ -331,6 +361,7 @@ def _wide_record(draw: st.DrawFn, image: MetadataImage) -> object:
                 FeatureLevelRecord,
                 ProducerIdsRecord,
                 UserScramCredentialRecord,
+                AccessControlEntryRecord,
             ]
         )
     )
@@ -387,6 +418,7 @@ def _reordered(image: MetadataImage) -> MetadataImage:
         features=reverse(image.features),
         next_producer_id=image.next_producer_id,
         scram_credentials=reverse(image.scram_credentials),
+        acls=reverse(dict(image.acls)),
     )
 
 

@@ -15,6 +15,7 @@ from odradek.protocol.metadata import (
 )
 from odradek.protocol.metadata_record import decode_metadata_record, encode_metadata_record
 from odradek.raft.log import Entry, MemoryRaftLog
+from odradek.security.principal import KafkaPrincipal
 from odradek.shell.controller_service import ControllerService
 
 CREDENTIAL = UserScramCredentialRecord(
@@ -43,7 +44,7 @@ class LeaderQuorum:
         return offset
 
 
-async def _forward(payload: bytes) -> bytes:
+async def _forward(payload: bytes, principal: KafkaPrincipal, host: str) -> bytes:
     return payload
 
 

@@ -11,11 +11,12 @@ import pytest
 
 from odradek.protocol.metadata import PartitionChangeRecord
 from odradek.protocol.metadata_record import decode_metadata_record
+from odradek.security.principal import KafkaPrincipal
 from odradek.shell.controller_service import ControllerService
 from tests.broker.harness import CLUSTER_ID, new_harness
 
 
-async def _forward(payload: bytes) -> bytes:
+async def _forward(payload: bytes, principal: KafkaPrincipal, host: str) -> bytes:
     return payload
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Final, Protocol, TypeVar
 
+from odradek.broker.authorization import allowed
 from odradek.broker.config_entries import ConfigEntry, ConfigSource, ConfigSynonym
 from odradek.broker.effects import CommitRecords, Outcome, Reply
 from odradek.broker.server_config import ServerConfig
@@ -75,6 +76,7 @@ from odradek.protocol.messages.describe_configs_response import (
     DescribeConfigsSynonym,
 )
 from odradek.protocol.metadata import ConfigRecord
+from odradek.security.acls import AclOperation, ResourceType
 
 __all__ = [
     "ALTER_CONFIGS_VERSIONS",
@@ -338,6 +340,13 @@ def handle_describe_configs(
         )
         results.append(result)
         entries: list[ConfigEntry]
+        kind = resource.resource_type
+        if kind in (CONFIG_RESOURCE_TOPIC, CONFIG_RESOURCE_BROKER) and not _may(
+            state, header, AclOperation.DESCRIBE_CONFIGS, kind, resource.resource_name
+        ):
+            result.error_code = _denied(kind)
+            result.error_message = "Authorization failed."
+            continue
         if resource.resource_type == CONFIG_RESOURCE_TOPIC:
             # Kafka's Topic.validate: an empty name is an invalid topic here, where the
             # alter APIs call it a (refused) cluster-wide topic default.
@@ -383,6 +392,22 @@ def handle_describe_configs(
             _entry_result(e, version, include_synonyms, include_documentation) for e in entries
         ]
     return Reply(DescribeConfigsResponse(results=results))
+
+
+def _may(
+    state: BrokerState, header: RequestHeader, operation: AclOperation, kind: int, name: str
+) -> bool:
+    """A topic's configs are the topic's; a broker's (and the cluster default's) are the
+    cluster's, as Kafka authorizes them."""
+    if kind == CONFIG_RESOURCE_TOPIC:
+        return allowed(state, header, operation, ResourceType.TOPIC, name)
+    return allowed(state, header, operation)
+
+
+def _denied(kind: int) -> ErrorCode:
+    if kind == CONFIG_RESOURCE_TOPIC:
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
 def _unsupported_type_message(resource_type: int) -> str:
@@ -508,6 +533,7 @@ def _finish(
 
 def _alter(
     state: BrokerState,
+    header: RequestHeader,
     resources: Sequence[R],
     topic_command: Callable[[R], ConfigOutcome],
     broker_command: Callable[[R], ConfigOutcome],
@@ -522,6 +548,10 @@ def _alter(
             outcome = ConfigOutcome(
                 ErrorCode.INVALID_REQUEST, "Each resource must appear at most once."
             )
+        elif kind in (CONFIG_RESOURCE_TOPIC, CONFIG_RESOURCE_BROKER) and not _may(
+            state, header, AclOperation.ALTER_CONFIGS, kind, name
+        ):
+            outcome = ConfigOutcome(_denied(kind), "Authorization failed.")
         elif kind == CONFIG_RESOURCE_TOPIC:
             outcome = topic_command(resource)
         elif kind == CONFIG_RESOURCE_BROKER:
@@ -543,6 +573,7 @@ def handle_alter_configs(
     schema, brokers = topic_schema(server), broker_schema()
     outcomes, records = _alter(
         state,
+        header,
         request.resources,
         lambda r: alter_topic_configs(
             state.image, r.resource_name, [(c.name, c.value) for c in r.configs], schema
@@ -574,6 +605,7 @@ def handle_incremental_alter_configs(
     schema, brokers = topic_schema(server), broker_schema()
     outcomes, records = _alter(
         state,
+        header,
         request.resources,
         lambda r: incremental_alter_topic_configs(
             state.image,

@@ -16,6 +16,7 @@ from typing import Any
 from odradek.protocol.compression import (
     DecompressBuffer,
 )
+from odradek.security.principal import ANONYMOUS, KafkaPrincipal
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +71,9 @@ class GroupCall:
     request: Any
     version: int
     client_id: str
+    principal: KafkaPrincipal = ANONYMOUS
+    """Who sent it, and from where: the group APIs' ACLs decide on them."""
+    host: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ session's, and the answer leaves out what the client has already heard.
 from __future__ import annotations
 
 from odradek.broker import replica_fetch
+from odradek.broker.authorization import allowed, allowed_names
 from odradek.broker.effects import AwaitData, Outcome, Reply
 from odradek.broker.fetch_session import FetchContext
 from odradek.broker.leader_hints import leader_hint
@@ -27,6 +28,7 @@ from odradek.protocol.messages.fetch_response import (
     NodeEndpoint,
     PartitionData,
 )
+from odradek.security.acls import AclOperation, ResourceType
 
 VERSIONS = (4, 16)
 TOPIC_IDS_VERSION = 13
@@ -42,8 +44,18 @@ def handle_fetch(state: BrokerState, header: RequestHeader, request: FetchReques
         return Reply(FetchResponse(error_code=context.error, session_id=0))
     deadline = state.monotonic_ms + max(request.max_wait_ms, 0)
     if replica >= 0:
+        # Only a broker may fetch as a follower (it moves the ISR and the high watermark).
+        if not allowed(state, header, AclOperation.CLUSTER_ACTION):
+            return Reply(
+                FetchResponse(error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, session_id=0)
+            )
         return replica_fetch.attempt(state, version, request, context, deadline, False)
-    return _attempt(state, version, request, context, deadline, timed_out=False)
+    names = {
+        state.fetched_topic_name(t.topic, t.topic_id, version >= TOPIC_IDS_VERSION)
+        for t in context.topics
+    }
+    readable = allowed_names(state, header, AclOperation.READ, ResourceType.TOPIC, names)
+    return _attempt(state, version, request, context, deadline, False, readable)
 
 
 def _attempt(
@@ -53,7 +65,9 @@ def _attempt(
     context: FetchContext,
     deadline: int,
     timed_out: bool,
+    readable: set[str],
 ) -> Outcome:
+    """``readable``: the topics the principal may read (decided when the request came)."""
     total = 0
     budget = request.max_bytes if request.max_bytes > 0 else 2**31 - 1
     responses: list[FetchableTopicResponse] = []
@@ -67,6 +81,9 @@ def _attempt(
             # Empty, not null: librdkafka rejects a null record set.
             data = PartitionData(partition_index=wanted.partition, high_watermark=-1, records=b"")
             out.partitions.append(data)
+            if name and name not in readable:
+                data.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             partition = state.led_partition((name, wanted.partition))
             if partition is None:
                 if version >= TOPIC_IDS_VERSION and not name:
@@ -132,5 +149,5 @@ def _attempt(
     return AwaitData(
         frozenset(watched),
         deadline,
-        lambda expired: _attempt(state, version, request, context, deadline, expired),
+        lambda expired: _attempt(state, version, request, context, deadline, expired, readable),
     )

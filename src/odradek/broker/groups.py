@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.authorization import allowed_names
 from odradek.broker.effects import CommitRecords, GroupCall, Outcome, Reply
+from odradek.broker.router import Request
 from odradek.broker.state import BrokerState
 from odradek.controller.topics import NewTopic, create_topic
 from odradek.coordinator import find_coordinator
@@ -19,6 +21,7 @@ from odradek.coordinator.lookup import Node
 from odradek.protocol.api import RequestHeader
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import FindCoordinatorRequest
+from odradek.security.acls import AclOperation, ResourceType
 
 OFFSETS_TOPIC = "__consumer_offsets"
 FIND_COORDINATOR_VERSIONS = (0, 5)
@@ -35,6 +38,14 @@ OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "-1"}
 
 
 def handle_group_request(header: RequestHeader, request: Any) -> Outcome:
+    if isinstance(header, Request):
+        return GroupCall(
+            request,
+            header.request_api_version,
+            header.client_id or "",
+            header.principal,
+            header.host,
+        )
     return GroupCall(request, header.request_api_version, header.client_id or "")
 
 
@@ -48,15 +59,36 @@ def handle_find_coordinator(
 ) -> Outcome:
     version = header.request_api_version
 
+    # DESCRIBE on the group (or the transactional id) each key names.
+    kind = ResourceType.TRANSACTIONAL_ID if request.key_type == 1 else ResourceType.GROUP
+    keys = request.coordinator_keys if version >= 4 else [request.key]
+    described = allowed_names(state, header, AclOperation.DESCRIBE, kind, keys)
+    denied_code = (
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        if request.key_type == 1
+        else ErrorCode.GROUP_AUTHORIZATION_FAILED
+    )
+
     def answer() -> Outcome:
-        return Reply(
-            find_coordinator(
-                request,
-                version,
-                offsets_topic_num_partitions=offsets_topic_num_partitions,
-                leader_of=lambda p: _leader_of(state, p),
-            )
+        response = find_coordinator(
+            request,
+            version,
+            offsets_topic_num_partitions=offsets_topic_num_partitions,
+            leader_of=lambda p: _leader_of(state, p),
         )
+        for coordinator in response.coordinators:
+            if coordinator.key not in described:
+                coordinator.node_id, coordinator.host, coordinator.port = -1, "", -1
+                coordinator.error_code = denied_code
+                coordinator.error_message = "Authorization failed."
+        if version < 4 and request.key not in described:
+            response.node_id, response.host, response.port = -1, "", -1
+            response.error_code = denied_code
+            response.error_message = "Authorization failed."
+        return Reply(response)
+
+    if not described:
+        return answer()  # nothing to coordinate for this principal: no topic made
 
     if OFFSETS_TOPIC in state.image.topics_by_name:
         return answer()

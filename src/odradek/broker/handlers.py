@@ -14,6 +14,7 @@ from functools import partial
 from typing import Any
 
 from odradek.broker import (
+    acl_requests,
     cluster,
     config_requests,
     elect_leaders,
@@ -38,10 +39,13 @@ from odradek.protocol.messages import (
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
     AlterUserScramCredentialsRequest,
+    CreateAclsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteAclsRequest,
     DeleteRecordsRequest,
     DeleteTopicsRequest,
+    DescribeAclsRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeLogDirsRequest,
@@ -182,6 +186,21 @@ def broker_routes(
             AlterUserScramCredentialsRequest.API_KEY,
             scram_credentials.ALTER_VERSIONS,
             partial(scram_credentials.handle_alter_user_scram_credentials, s),
+        ),
+        (
+            DescribeAclsRequest.API_KEY,
+            acl_requests.DESCRIBE_VERSIONS,
+            partial(acl_requests.handle_describe_acls, s),
+        ),
+        (
+            CreateAclsRequest.API_KEY,
+            acl_requests.CREATE_VERSIONS,
+            partial(acl_requests.handle_create_acls, s),
+        ),
+        (
+            DeleteAclsRequest.API_KEY,
+            acl_requests.DELETE_VERSIONS,
+            partial(acl_requests.handle_delete_acls, s),
         ),
     ]
     routes += [

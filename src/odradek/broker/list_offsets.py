@@ -9,6 +9,7 @@ batch's maxTimestamp (the append time), as consumers see it, whatever its own fi
 
 from __future__ import annotations
 
+from odradek.broker.authorization import allowed_names
 from odradek.broker.effects import Outcome, Reply
 from odradek.broker.partition import leader_epoch_error
 from odradek.broker.state import BrokerState
@@ -26,6 +27,7 @@ from odradek.protocol.record_batch import (
 from odradek.protocol.record_codec import (
     decode_records,
 )
+from odradek.security.acls import AclOperation, ResourceType
 from odradek.storage.log import PartitionLog
 
 VERSIONS = (1, 9)
@@ -39,12 +41,18 @@ def handle_list_offsets(
     state: BrokerState, header: RequestHeader, request: ListOffsetsRequest
 ) -> Outcome:
     topics = []
+    described = allowed_names(
+        state, header, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     for topic in request.topics:
         out = ListOffsetsTopicResponse(name=topic.name)
         topics.append(out)
         for wanted in topic.partitions:
             result = ListOffsetsPartitionResponse(partition_index=wanted.partition_index)
             out.partitions.append(result)
+            if topic.name not in described:
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             partition = state.led_partition((topic.name, wanted.partition_index))
             if partition is None:
                 known = state.knows_partition(topic.name, wanted.partition_index)

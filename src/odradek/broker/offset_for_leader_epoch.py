@@ -9,6 +9,7 @@ asked for, and the offset where it ends.
 
 from __future__ import annotations
 
+from odradek.broker.authorization import allowed, allowed_names
 from odradek.broker.effects import Outcome, Reply
 from odradek.broker.partition import leader_epoch_error
 from odradek.broker.state import BrokerState
@@ -19,6 +20,7 @@ from odradek.protocol.messages.offset_for_leader_epoch_response import (
     EpochEndOffset,
     OffsetForLeaderTopicResult,
 )
+from odradek.security.acls import AclOperation, ResourceType
 
 VERSIONS = (2, 4)
 
@@ -27,11 +29,26 @@ def handle_offset_for_leader_epoch(
     state: BrokerState, header: RequestHeader, request: OffsetForLeaderEpochRequest
 ) -> Outcome:
     topics = []
+    # A follower (a replica id) needs CLUSTER_ACTION; a consumer DESCRIBE on the topic.
+    follower = header.request_api_version >= 3 and request.replica_id >= 0
+    names = [t.topic for t in request.topics]
+    if follower:
+        allowed_all = allowed(state, header, AclOperation.CLUSTER_ACTION)
+        described = set(names) if allowed_all else set()
+    else:
+        described = allowed_names(state, header, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
     for topic in request.topics:
         results = []
         for wanted in topic.partitions:
             result = EpochEndOffset(partition=wanted.partition)
             results.append(result)
+            if topic.topic not in described:
+                result.error_code = (
+                    ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                    if follower
+                    else ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                )
+                continue
             partition = state.led_partition((topic.topic, wanted.partition))
             if partition is None:
                 result.error_code = (

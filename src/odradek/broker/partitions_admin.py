@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Final
 
+from odradek.broker.authorization import allowed_names
 from odradek.broker.config_requests import topic_config_entries
 from odradek.broker.effects import CommitRecords, Outcome, Reply
 from odradek.broker.server_config import ServerConfig
@@ -37,6 +38,7 @@ from odradek.protocol.messages.delete_records_response import (
     DeleteRecordsTopicResult,
 )
 from odradek.protocol.metadata import PartitionRecord
+from odradek.security.acls import AclOperation, ResourceType
 
 __all__ = [
     "CREATE_PARTITIONS_VERSIONS",
@@ -81,6 +83,7 @@ def handle_create_partitions(
     records: list[PartitionRecord] = []
     reported: set[str] = set()
     live = state.live_brokers()
+    alterable = allowed_names(state, header, AclOperation.ALTER, ResourceType.TOPIC, counts)
     for topic in request.topics:
         if counts[topic.name] > 1:
             # Kafka answers a repeated topic once, and changes nothing for it.
@@ -93,6 +96,15 @@ def handle_create_partitions(
                         error_message="Duplicate topic name.",
                     )
                 )
+            continue
+        if topic.name not in alterable:
+            results.append(
+                CreatePartitionsTopicResult(
+                    name=topic.name,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    error_message="Authorization failed.",
+                )
+            )
             continue
         # An empty list is read as "not given", like null: our own request classes
         # default to it, and it could never be a valid assignment of new partitions.
@@ -134,6 +146,9 @@ def handle_delete_records(
 ) -> Outcome:
     node_id = state.settings.node_id
     topics: list[DeleteRecordsTopicResult] = []
+    permitted = allowed_names(
+        state, header, AclOperation.DELETE, ResourceType.TOPIC, (t.name for t in request.topics)
+    )
     for topic in request.topics:
         out = DeleteRecordsTopicResult(name=topic.name)
         topics.append(out)
@@ -146,6 +161,9 @@ def handle_delete_records(
                 error_code=ErrorCode.NONE,
             )
             out.partitions.append(result)
+            if topic.name not in permitted:
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if image_topic is None or wanted.partition_index not in image_topic.partitions:
                 result.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from odradek.broker.authorization import allowed_names
 from odradek.broker.effects import (
     AwaitFlush,
     AwaitRecordCheck,
@@ -60,6 +61,7 @@ from odradek.protocol.record_batch import (
     TimestampType,
     validate_batches,
 )
+from odradek.security.acls import AclOperation, ResourceType
 
 VERSIONS = (3, 11)
 LEADER_HINT_VERSION = 10
@@ -84,6 +86,9 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
     endpoints: dict[int, NodeEndpoint] = {}
     responses: list[TopicProduceResponse] = []
     pending: list[_Pending] = []
+    writable = allowed_names(
+        state, header, AclOperation.WRITE, ResourceType.TOPIC, (t.name for t in request.topic_data)
+    )
     for topic in request.topic_data:
         partitions = []
         for data in topic.partition_data:
@@ -91,6 +96,9 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
             partitions.append(result)
             if acks not in (0, 1, -1):
                 result.error_code = ErrorCode.INVALID_REQUIRED_ACKS
+                continue
+            if topic.name not in writable:
+                result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 continue
             if request.transactional_id is not None:
                 result.error_code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

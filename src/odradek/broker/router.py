@@ -36,11 +36,23 @@ from odradek.protocol.messages import (
 )
 from odradek.protocol.messages.api_versions_response import ApiVersion
 from odradek.protocol.primitives import Reader, Records, Writer
+from odradek.security.principal import ANONYMOUS, KafkaPrincipal
 from odradek.security.sasl import SASL_AUTHENTICATE_VERSIONS, SASL_HANDSHAKE_VERSIONS
 
 API_VERSIONS = ApiVersionsRequest.API_KEY
 
-Handler = Callable[[RequestHeader, Any], Outcome]
+
+@dataclass(slots=True)
+class Request(RequestHeader):
+    """A request's header and who sent it (Kafka's ``RequestContext``): the principal its
+    connection authenticated as (``User:ANONYMOUS`` on PLAINTEXT) and the client's host,
+    which the authorizer decides on."""
+
+    principal: KafkaPrincipal = ANONYMOUS
+    host: str = ""
+
+
+Handler = Callable[[Request, Any], Outcome]
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +67,7 @@ class Respond:
 class Dispatch:
     """A decoded request and its handler's first outcome; the shell carries it through."""
 
-    header: RequestHeader
+    header: Request
     outcome: Outcome
     response_version: int
     peer: str = "?"
@@ -98,11 +110,27 @@ class Router:
             for key, (lo, hi, _) in sorted(self._handlers.items())
         ]
 
-    def handle(self, payload: bytes | bytearray | memoryview, peer: str = "?") -> Routed:
+    def handle(
+        self,
+        payload: bytes | bytearray | memoryview,
+        peer: str = "?",
+        principal: KafkaPrincipal = ANONYMOUS,
+    ) -> Routed:
+        """Route one request of ``peer`` (``host:port``), whose connection authenticated
+        as ``principal``."""
         try:
-            header = decode_request_header(Reader(payload))
+            decoded = decode_request_header(Reader(payload))
         except RemoteProtocolError as e:
             return Close(f"client {peer}: malformed request header: {e}")
+        header = Request(
+            decoded.request_api_key,
+            decoded.request_api_version,
+            decoded.correlation_id,
+            decoded.client_id,
+            decoded.unknown_tagged_fields,
+            principal,
+            peer.rpartition(":")[0] or peer,
+        )
         key, version = header.request_api_key, header.request_api_version
         who = f"client {peer} ({header.client_id!r})"
         entry = self._handlers.get(key)

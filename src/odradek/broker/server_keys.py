@@ -234,6 +234,18 @@ class ServerKeys:
     request_timeout_ms = IntKey("request.timeout.ms", 30000,
         "How long the node waits for a reply to its own requests to peers.",
         validator=_NON_NEGATIVE)
+    # --- Authorization -----------------------------------------------------------------
+    authorizer_class_name = StringKey("authorizer.class.name", "",
+        "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer (or "
+        "odradek.StandardAuthorizer) checks every request against the ACLs in the "
+        "metadata log; empty, Kafka's default, lets every client do anything.",
+        importance=_H)
+    super_users = StringKey("super.users", "",
+        "Principals (User:name;User:other) the authorizer allows everything.",
+        importance=_H)
+    allow_everyone_if_no_acl_found = BoolKey("allow.everyone.if.no.acl.found", False,
+        "Whether a resource no ACL names is open to everyone (the authorizer only).",
+        importance=_H)
     # --- Logs --------------------------------------------------------------------------
     _log_dirs = OptionalListKey("log.dirs", None,
         "Directories that hold partition logs; wins over log.dir.",

@@ -9,6 +9,7 @@ import random
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.partition import LocalPartition
@@ -17,6 +18,9 @@ from odradek.controller.image import MetadataImage
 from odradek.protocol.compression import (
     DecompressBuffer,
 )
+
+if TYPE_CHECKING:
+    from odradek.broker.authorization import Authorization
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,8 @@ class BrokerState:
     fetches."""
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
     """Incremental fetch sessions (KIP-227) of consumers and followers."""
+    authorization: Authorization | None = None
+    """The authorizer (``authorizer.class.name``); None lets every client do anything."""
     decompress_buffer: DecompressBuffer = field(
         default_factory=lambda: DecompressBuffer(INLINE_DECOMPRESSED_BYTES)
     )

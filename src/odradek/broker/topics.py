@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from odradek.broker.authorization import allowed, allowed_names
 from odradek.broker.effects import CommitRecords, Outcome, Reply
 from odradek.broker.state import BrokerState
 from odradek.broker.topic_config import unapplied_config_problem
@@ -42,11 +43,15 @@ from odradek.protocol.messages.metadata_response import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
+from odradek.security.acls import AclOperation, ResourceType
 
 CREATE_TOPICS_VERSIONS = (0, 7)
 DELETE_TOPICS_VERSIONS = (0, 6)
 METADATA_VERSIONS = (0, 12)
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+
+CREATE, DELETE, DESCRIBE = AclOperation.CREATE, AclOperation.DELETE, AclOperation.DESCRIBE
+TOPIC = ResourceType.TOPIC
 
 
 def handle_create_topics(
@@ -77,12 +82,22 @@ def handle_create_topics(
     seen: dict[str, int] = {}
     for topic in request.topics:
         seen[topic.name] = seen.get(topic.name, 0) + 1
+    # CREATE on the cluster allows every topic; else each needs CREATE on itself.
+    creatable = (
+        None
+        if allowed(state, header, CREATE)
+        else allowed_names(state, header, CREATE, TOPIC, seen)
+    )
     for topic in request.topics:
         result = CreatableTopicResult(name=topic.name, error_message=None)
         results.append(result)
         if seen[topic.name] > 1:
             result.error_code = ErrorCode.INVALID_REQUEST
             result.error_message = f"topic {topic.name!r} appears more than once in the request"
+            continue
+        if creatable is not None and topic.name not in creatable:
+            result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            result.error_message = "Authorization failed."
             continue
         if any(c.name == UNCLEAN_ELECTIONS_CONFIG for c in topic.configs):
             result.error_code = ErrorCode.INVALID_CONFIG
@@ -144,6 +159,16 @@ def handle_delete_topics(
     results: list[DeletableTopicResult] = []
     records: list[Any] = []
     for name, topic_id in wanted:
+        if name is not None and not allowed(state, header, DELETE, TOPIC, name):
+            # Refused before looking it up: the answer does not say whether it exists.
+            results.append(
+                DeletableTopicResult(
+                    name=name,
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    error_message="Authorization failed.",
+                )
+            )
+            continue
         outcome = delete_topic(state.image, name, topic_id)
         result = DeletableTopicResult(
             name=name, topic_id=outcome.topic_id, error_code=outcome.error_code
@@ -153,6 +178,17 @@ def handle_delete_topics(
         else:
             found = state.image.topics_by_id[outcome.topic_id]
             result.name = found.name
+            if not allowed(state, header, DELETE, TOPIC, found.name):
+                # Named by id and not describable: answered as an unknown id, so that
+                # the refusal does not tell which topic the id is.
+                if name is None and not allowed(state, header, DESCRIBE, TOPIC, found.name):
+                    result.name = None
+                    result.error_code = ErrorCode.UNKNOWN_TOPIC_ID
+                else:
+                    result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                    result.error_message = "Authorization failed."
+                results.append(result)
+                continue
             if found.name in INTERNAL_TOPICS:
                 result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 result.error_message = f"{found.name} is an internal topic"
@@ -184,11 +220,31 @@ def handle_metadata(state: BrokerState, header: RequestHeader, request: Metadata
     allow_create = state.settings.auto_create_topics and (
         version < 4 or request.allow_auto_topic_creation
     )
+    # A topic the principal may not describe is not listed, and when named it is
+    # refused whether it exists or not: nothing tells it apart from a missing one. A
+    # topic named by id is answered as an unknown id then.
+    listing_all = not by_id and (request.topics is None or (version == 0 and not request.topics))
+    named = {n for n in names if n is not None}
+    visible = allowed_names(state, header, DESCRIBE, TOPIC, named)
+    if listing_all:
+        names = [n for n in names if n in visible]
+    for i, found in by_id.items():
+        if found is not None and found.name not in visible:
+            names[i] = None
+    denied = {n for n in named if n not in visible}
     missing = [
         n
         for n in dict.fromkeys(names)
-        if n is not None and n not in image.topics_by_name and topic_name_problem(n) is None
+        if n is not None
+        and n not in denied
+        and n not in image.topics_by_name
+        and topic_name_problem(n) is None
     ]
+    if missing and allow_create and not allowed(state, header, CREATE):
+        # Auto-creation needs CREATE on the cluster or on the topic itself.
+        refused = set(missing) - allowed_names(state, header, CREATE, TOPIC, missing)
+        denied |= refused
+        missing = [n for n in missing if n not in refused]
     # The topics one Metadata request creates obey the bound of a CreateTopics request;
     # over it none is created (as Kafka's controller refuses the whole creation).
     creatable = len(missing) * state.settings.num_partitions <= MAX_PARTITIONS_PER_BATCH
@@ -209,12 +265,14 @@ def handle_metadata(state: BrokerState, header: RequestHeader, request: Metadata
                 pending.add(name)
                 records += outcome.records
         if records:
-            return CommitRecords(records, lambda: Reply(_metadata_response(state, names, version)))
-    return Reply(_metadata_response(state, names, version))
+            return CommitRecords(
+                records, lambda: Reply(_metadata_response(state, names, version, denied))
+            )
+    return Reply(_metadata_response(state, names, version, denied))
 
 
 def _metadata_response(
-    state: BrokerState, names: list[str | None], version: int
+    state: BrokerState, names: list[str | None], version: int, denied: set[str]
 ) -> MetadataResponse:
     s = state.settings
     image = state.image
@@ -227,6 +285,11 @@ def _metadata_response(
             )
     topics = []
     for name in names:
+        if name in denied:
+            topics.append(
+                MetadataResponseTopic(name=name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+            )
+            continue
         topic = image.topics_by_name.get(name) if name is not None else None
         if topic is None:
             if name is None:

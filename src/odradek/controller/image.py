@@ -7,7 +7,7 @@ just an image written out at an offset.
 
 The rules follow Kafka's image builders (``TopicsDelta``/``TopicDelta``,
 ``PartitionRegistration.merge``, ``ClusterDelta``, ``ConfigurationsDelta``,
-``FeaturesDelta``, ``ProducerIdsDelta``, ``ScramDelta``):
+``FeaturesDelta``, ``ProducerIdsDelta``, ``ScramDelta``, ``AclsDelta``):
 
 * ``TopicRecord`` creates a topic with no partitions.
 * ``PartitionRecord`` adds a partition or replaces it whole.
@@ -24,17 +24,19 @@ The rules follow Kafka's image builders (``TopicsDelta``/``TopicDelta``,
 * ``UserScramCredentialRecord`` sets one user's credential for one mechanism, replacing
   any earlier one; ``RemoveUserScramCredentialRecord`` removes it (see
   :attr:`MetadataImage.scram_credentials`).
+* ``AccessControlEntryRecord`` adds one ACL under its id (an id already present is
+  replaced, as Kafka's controller and image do); ``RemoveAccessControlEntryRecord``
+  removes it by id (see :attr:`MetadataImage.acls`).
 * ``NoOpRecord`` only advances the offset.
 
 Records the image does not model are applied as offset-only, without error:
-``AccessControlEntryRecord``, ``RemoveAccessControlEntryRecord`` (ACLs),
 ``DelegationTokenRecord``, ``RemoveDelegationTokenRecord``, ``ClientQuotaRecord``,
 ``BeginTransactionRecord``, ``EndTransactionRecord``, ``AbortTransactionRecord``,
 ``ZkMigrationStateRecord`` and ``RegisterControllerRecord`` (controller registrations).
 
 A record that contradicts the image (a change to a topic, partition or broker that does
-not exist, a stale broker epoch, the removal of a SCRAM credential that does not exist,
-a field value Kafka cannot parse) means the log itself
+not exist, a stale broker epoch, the removal of a SCRAM credential or an ACL that does
+not exist, a field value Kafka cannot parse) means the log itself
 is wrong. That is a bug, not an input error: replay raises
 :class:`~odradek.core.errors.InvariantError` naming the record and offset, and leaves the
 image exactly as it was, because every check runs before anything is changed.
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar, cast
 
@@ -130,8 +133,6 @@ _FENCING_CHANGE: dict[int, bool | None] = {1: True, 0: None, -1: False}
 _CONTROLLED_SHUTDOWN_CHANGE: dict[int, bool | None] = {0: None, 1: True}
 
 UNMODELLED_RECORDS: tuple[type, ...] = (
-    AccessControlEntryRecord,
-    RemoveAccessControlEntryRecord,
     DelegationTokenRecord,
     RemoveDelegationTokenRecord,
     ClientQuotaRecord,
@@ -233,12 +234,24 @@ class MetadataImage:
     """``(mechanism type, user name) -> credential``: Kafka's ScramMechanism type (1
     SCRAM-SHA-256, 2 SCRAM-SHA-512) as the records carry it, and what the record holds
     (salt, stored key, server key, iterations; never a password)."""
+    acls: Mapping[uuid.UUID, AccessControlEntryRecord] = field(default_factory=dict)
+    """``ACL id -> the record that added it``: every ACL (Kafka's ``AclsImage``), with
+    Kafka's ids for resource type, pattern type, operation and permission as the record
+    carries them (:func:`odradek.security.acls.binding_from_record` makes a binding of
+    one).
+
+    Copy-on-write, unlike every other part: replay never changes this mapping, it puts a
+    new one in its place when an ACL record is applied, and :meth:`copy` shares it. So its
+    identity changes exactly when the ACLs do, and a reader may cache what it derives
+    from it (the authorizer's index) on that identity; and copying an image costs nothing
+    for its ACLs, however many there are. Never change it, or its records, in place."""
 
     def copy(self) -> MetadataImage:
         """An independent image: replaying onto either never changes the other.
 
         Partition and broker images are shared, because replay replaces them rather
-        than changing them; every dict replay writes into is copied.
+        than changing them; every dict replay writes into is copied. :attr:`acls` is
+        shared as it is, because replay never writes into it (copy-on-write).
         """
         topics_by_id = {
             topic_id: TopicImage(topic.name, topic.topic_id, dict(topic.partitions))
@@ -254,6 +267,10 @@ class MetadataImage:
             next_producer_id=self.next_producer_id,
             # Credentials are frozen and replay replaces them: the dict alone is copied.
             scram_credentials=dict(self.scram_credentials),
+            # Shared, not copied: replay replaces the mapping instead of changing it
+            # (copy-on-write, see `acls`), so a copy's replay cannot reach the original,
+            # and the identity of `acls` stays the same until an ACL changes.
+            acls=self.acls,
         )
 
     def replay(self, record: object, offset: int) -> None:
@@ -319,6 +336,18 @@ class MetadataImage:
                     f"{record.mechanism}",
                 )
                 del self.scram_credentials[key]
+            case AccessControlEntryRecord():
+                # Kafka's controller (AclControlManager.replay) and image (AclsDelta) both
+                # put the ACL under its id, replacing one already there: accepted alike.
+                # Copy-on-write (see `acls`): a new mapping, never a change to the one
+                # readers and copies hold, so its identity says when the ACLs changed.
+                self.acls = {**self.acls, record.id: record}
+            case RemoveAccessControlEntryRecord():
+                # Kafka's controller and image both refuse the removal of an unknown id.
+                invariant(record.id in self.acls, f"{where}: no ACL with id {record.id}")
+                acls = dict(self.acls)  # a copy in C: far faster than a comprehension
+                del acls[record.id]
+                self.acls = acls
             case NoOpRecord():
                 pass
             case _:

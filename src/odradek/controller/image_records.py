@@ -8,14 +8,14 @@ it the record values.
 The records come in the order of Kafka's ``MetadataImage.write``: features
 (``metadata.version`` first, because a reader may need it to decode what follows),
 brokers, topics with their partitions, configs, producer ids, SCRAM credentials (by
-mechanism type, then user name). Kafka walks hash maps inside each part; we sort
-instead, so that two nodes holding equal images write
+mechanism type, then user name), ACLs (by id). Kafka walks hash maps inside each part;
+we sort instead, so that two nodes holding equal images write
 byte-identical snapshots whatever order their dicts were filled in.
 
 Each record is written in the highest version its schema defines, because the image
 does not track which ``metadata.version`` it would have to stay readable by.
 
-What the image does not hold cannot be written: a snapshot made here carries no ACLs,
+What the image does not hold cannot be written: a snapshot made here carries no
 delegation tokens, client quotas or controller registrations (the
 records :data:`~odradek.controller.image.UNMODELLED_RECORDS` lists), and no supported
 feature ranges or ZooKeeper-migration flag for brokers.
@@ -101,6 +101,9 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
                 iterations=credential.iterations,
             )
         )
+    # The image holds each ACL as the record that added it; a new record per ACL keeps
+    # the snapshot's values apart from the image's (which it must never change).
+    records += [dataclasses.replace(image.acls[acl_id]) for acl_id in sorted(image.acls)]
     return records
 
 

@@ -21,19 +21,24 @@ from cryptography import x509
 from cryptography.x509.name import _ASN1Type
 from cryptography.x509.oid import NameOID
 
-from odradek.core.errors import ConfigError
+from odradek.core.errors import ConfigError, DecodeError
+from odradek.protocol.messages.default_principal_data import DefaultPrincipalData
+from odradek.protocol.primitives import Reader, Writer
 
 __all__ = [
     "ANONYMOUS",
     "MAPPING_RULES_KEY",
     "KafkaPrincipal",
     "MappingRule",
+    "deserialize_principal",
     "map_subject",
     "parse_mapping_rules",
+    "serialize_principal",
     "subject_name",
 ]
 
 MAPPING_RULES_KEY: Final = "ssl.principal.mapping.rules"
+_PRINCIPAL_DATA_VERSION: Final = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,3 +230,26 @@ def _java_replacement(replacement: str) -> str:
             out.append("\\\\" if char == "\\" else char)
             i += 1
     return "".join(out)
+
+
+def serialize_principal(principal: KafkaPrincipal) -> bytes:
+    """A principal as a forwarding broker puts it in an Envelope (KIP-590): Kafka's
+    ``DefaultPrincipalData``, prefixed with its version."""
+    w = Writer()
+    w.int16(_PRINCIPAL_DATA_VERSION)
+    DefaultPrincipalData(type=principal.principal_type, name=principal.name).write(
+        w, _PRINCIPAL_DATA_VERSION
+    )
+    return w.getvalue()
+
+
+def deserialize_principal(data: bytes) -> KafkaPrincipal:
+    """The principal of an Envelope; ``DecodeError`` for bytes that are not one."""
+    r = Reader(data)
+    version = r.int16()
+    if version != _PRINCIPAL_DATA_VERSION:
+        raise DecodeError(f"DefaultPrincipalData version {version}")
+    found = DefaultPrincipalData.read(r, version)
+    if not found.type or not found.name:
+        raise DecodeError("an empty principal")
+    return KafkaPrincipal(found.type, found.name)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from odradek.broker.authorization import authorization_from
 from odradek.broker.endpoints import Endpoint
 from odradek.broker.server_config import ServerConfig
 from odradek.broker.state import BrokerSettings
@@ -118,6 +119,11 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
     return NodeConfig(
         broker_security=broker_security,
         controller_security=controller_security,
+        authorization=authorization_from(
+            server.authorizer_class_name,
+            server.super_users,
+            server.allow_everyone_if_no_acl_found,
+        ),
         settings=settings,
         log_dir=server.log_dirs[0],
         metadata_log_dir=server.metadata_log_dir,

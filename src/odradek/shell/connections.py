@@ -25,7 +25,7 @@ from odradek.broker.server_config import ServerConfig
 from odradek.core.errors import RemoteProtocolError
 from odradek.protocol.framing import FrameDecoder, size_prefix
 from odradek.protocol.primitives import Records
-from odradek.security.principal import MappingRule
+from odradek.security.principal import ANONYMOUS, KafkaPrincipal, MappingRule
 from odradek.security.sasl import Answer, Drop, Pass, Refuse, SaslGate, SaslListener
 from odradek.shell.clock import monotonic_ms
 from odradek.shell.connection_limits import (
@@ -134,10 +134,14 @@ class Connections:
         rules = security.principal_rules if security is not None else None
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            if rules is not None and not _authenticated(writer, rules):
-                writer.transport.abort()
-                return
-            await self._serve(router, guard, observer, reader, writer, security)
+            principal = ANONYMOUS
+            if rules is not None:
+                named = _certificate_principal(writer, rules)
+                if named is None:
+                    writer.transport.abort()
+                    return
+                principal = named
+            await self._serve(router, guard, observer, reader, writer, security, principal)
 
         return serve
 
@@ -158,6 +162,7 @@ class Connections:
         reader: asyncio.StreamReader,
         writer: asyncio.StreamWriter,
         security: ServingSecurity | None = None,
+        principal: KafkaPrincipal = ANONYMOUS,
     ) -> None:
         """Admit the connection, read requests, start each at once, send the answers in
         request order.
@@ -185,7 +190,7 @@ class Connections:
         stopping = False
         try:
             await self._read_requests(
-                router, guard, budget, reader, writer, answers, peer, security
+                router, guard, budget, reader, writer, answers, peer, security, principal
             )
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
@@ -221,6 +226,7 @@ class Connections:
         answers: Answers,
         peer: str,
         security: ServingSecurity | None,
+        principal: KafkaPrincipal,
     ) -> None:
         decoder = FrameDecoder(self._max_frame_bytes)
         loop = asyncio.get_running_loop()
@@ -242,7 +248,7 @@ class Connections:
         partial = PartialFrameWatch(loop, guard.partial_request_timeout_s, close_partial)
         try:
             await self._read_frames(
-                router, budget, reader, answers, peer, decoder, idle, partial, security
+                router, budget, reader, answers, peer, decoder, idle, partial, security, principal
             )
         finally:
             idle.cancel()
@@ -259,7 +265,10 @@ class Connections:
         idle: IdleWatch,
         partial: PartialFrameWatch,
         security: ServingSecurity | None,
+        principal: KafkaPrincipal,
     ) -> None:
+        """``principal``: the connection's, before any SASL login (from its certificate,
+        or ``User:ANONYMOUS``); a SASL login sets its own."""
         loop = asyncio.get_running_loop()
         carrier = self._carrier
         gate = SaslGate(security.sasl) if security is not None and security.sasl else None
@@ -307,6 +316,8 @@ class Connections:
                 decided = gate.receive(payload, monotonic_ms()) if gate is not None else None
                 if gate is not None and gate.authenticated:
                     decoder.max_frame_bytes = self._max_frame_bytes
+                if isinstance(decided, Pass) and decided.principal is not None:
+                    principal = decided.principal
                 if decided is not None and not isinstance(decided, Pass):
                     if isinstance(decided, Answer):
                         done_now: asyncio.Future[list[Records] | None] = loop.create_future()
@@ -319,7 +330,7 @@ class Connections:
                     return
                 carrier.stamp()  # the handler decides on the time it was read
                 try:
-                    routed = router.handle(payload, peer)
+                    routed = router.handle(payload, peer, principal)
                 except BaseException:
                     budget.finished(size)  # the listener's budget outlives this connection
                     raise
@@ -451,15 +462,17 @@ class IdleWatch:
             self._handle = self._loop.call_at(due, self._check)
 
 
-def _authenticated(writer: asyncio.StreamWriter, rules: tuple[MappingRule, ...]) -> bool:
-    """Whether a TLS client's certificate (if it sent one) names a principal."""
+def _certificate_principal(
+    writer: asyncio.StreamWriter, rules: tuple[MappingRule, ...]
+) -> KafkaPrincipal | None:
+    """A TLS client's principal: its certificate's, mapped by the rules (ANONYMOUS without
+    a certificate); None, logged, when no rule names one."""
     try:
-        peer_principal(writer.get_extra_info("ssl_object"), rules)
+        return peer_principal(writer.get_extra_info("ssl_object"), rules)
     except AuthenticationFailed as e:
         peername = writer.get_extra_info("peername")
         log.warning("refused a TLS client from %s: %s", peername[0] if peername else "?", e)
-        return False
-    return True
+        return None
 
 
 async def send_frame(writer: asyncio.StreamWriter, chunks: list[Records]) -> None:

@@ -29,11 +29,14 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ipaddress
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from odradek.broker.authorization import Authorization
 from odradek.broker.effects import ControllerCall, Outcome
+from odradek.broker.router import Request
 from odradek.controller.controller import QuorumControllerState
 from odradek.controller.elections import unclean_leader_election
 from odradek.controller.elr import cluster_min_isr_record
@@ -41,6 +44,8 @@ from odradek.controller.image import MetadataImage
 from odradek.controller.preferred import imbalanced_partitions, preferred_election
 from odradek.controller.reassignment import complete_reassignments
 from odradek.controller.unclean_history import history_records
+from odradek.core.errors import DecodeError
+from odradek.protocol.api import RESPONSES
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import (
     AddRaftVoterRequest,
@@ -68,6 +73,8 @@ from odradek.protocol.metadata import NoOpRecord
 from odradek.protocol.metadata_record import decode_metadata_record, encode_metadata_record
 from odradek.raft.core import RaftNode
 from odradek.raft.voters import ReplicaKey, Voter, VoterEndpoint
+from odradek.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+from odradek.security.principal import KafkaPrincipal, deserialize_principal
 
 # Broker sessions are timeouts: the monotonic clock. Only what is stamped into the
 # metadata (an unclean election's time) is wall-clock time.
@@ -93,6 +100,13 @@ CONTROLLER_APIS: dict[int, tuple[int, int]] = {
     EnvelopeRequest.API_KEY: (0, 0),
 }
 
+CONTROLLER_OPERATIONS: dict[int, AclOperation] = {
+    DescribeQuorumRequest.API_KEY: AclOperation.DESCRIBE,
+    AddRaftVoterRequest.API_KEY: AclOperation.ALTER,
+    RemoveRaftVoterRequest.API_KEY: AclOperation.ALTER,
+}
+"""What the controller APIs need on the cluster besides CLUSTER_ACTION (the default)."""
+
 RAFT_APIS = frozenset(
     {
         VoteRequest.API_KEY,
@@ -116,11 +130,13 @@ class ControllerService:
         image: Callable[[], MetadataImage],
         cluster_id: str,
         session_timeout_ms: int,
-        forwarded: Callable[[bytes], Awaitable[bytes]],
+        forwarded: Callable[[bytes, KafkaPrincipal, str], Awaitable[bytes]],
         connection_loss_ms: int = -1,
+        authorization: Authorization | None = None,
         bootstrap_records: Sequence[bytes] = (),
     ) -> None:
         self.quorum = quorum
+        self.authorization = authorization
         self._bootstrap_records = list(bootstrap_records)
         self._bootstrap_checked_epoch: int | None = None
         self.connection_loss_ms = connection_loss_ms
@@ -155,6 +171,9 @@ class ControllerService:
 
     async def handle(self, call: ControllerCall, peer: str = "?") -> Any:
         header, body = call.header, call.body
+        refusal = self._refusal(header, peer)
+        if refusal is not None:
+            return refusal
         if isinstance(body, BrokerRegistrationRequest | BrokerHeartbeatRequest):
             self._heartbeat_peers[peer] = body.broker_id
             self._latest_peer[body.broker_id] = peer
@@ -189,7 +208,12 @@ class ControllerService:
             if not self.quorum.writable:
                 return EnvelopeResponse(error_code=ErrorCode.NOT_CONTROLLER)
             try:
-                data = await self.forwarded(body.request_data)
+                principal = deserialize_principal(body.request_principal or b"")
+                host = str(ipaddress.ip_address(body.client_host_address or b""))
+            except (DecodeError, ValueError):
+                return EnvelopeResponse(error_code=ErrorCode.INVALID_REQUEST)
+            try:
+                data = await self.forwarded(body.request_data, principal, host)
             except NotController:
                 return EnvelopeResponse(error_code=ErrorCode.NOT_CONTROLLER)
             return EnvelopeResponse(response_data=data, error_code=ErrorCode.NONE)
@@ -200,6 +224,28 @@ class ControllerService:
                 lambda error: AlterPartitionResponse(error_code=error),
             )
         raise AssertionError(f"no controller handler for API {api_key}")
+
+    def _refusal(self, header: Any, peer: str) -> Any:
+        """CLUSTER_AUTHORIZATION_FAILED when the principal may not make this request: the
+        quorum's and the brokers' own requests need CLUSTER_ACTION (only nodes make
+        them), DescribeQuorum DESCRIBE and a voter change ALTER on the cluster."""
+        if self.authorization is None or not isinstance(header, Request):
+            return None
+        api_key = header.request_api_key
+        operation = CONTROLLER_OPERATIONS.get(api_key, AclOperation.CLUSTER_ACTION)
+        authorizer = self.authorization.authorizer(self.image().acls)
+        if authorizer.authorize(
+            header.principal, header.host, operation, ResourceType.CLUSTER, CLUSTER_NAME
+        ):
+            return None
+        log.warning(
+            "refused %s from %s (%s): it needs %s on the cluster",
+            RESPONSES[api_key].NAME.removesuffix("Response"),
+            peer,
+            header.principal,
+            operation.name,
+        )
+        return RESPONSES[api_key](error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
     # ------------------------------------------------------------------ commands
 

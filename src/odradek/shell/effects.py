@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
@@ -38,6 +39,7 @@ from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import EnvelopeRequest
 from odradek.protocol.primitives import Records
 from odradek.raft.core import RaftNode
+from odradek.security.principal import KafkaPrincipal, serialize_principal
 from odradek.shell.clock import monotonic_ms, now_ms
 from odradek.shell.connections import CloseConnection
 from odradek.shell.peer_client import PeerPool, PeerUnavailable
@@ -141,6 +143,14 @@ class LongPolls:
                 self._waiters.get(key, set()).discard(future)
 
 
+def _address_bytes(host: str) -> bytes:
+    """A client host as Envelope's ``client_host_address`` carries it (4 or 16 bytes)."""
+    try:
+        return ipaddress.ip_address(host.strip("[]")).packed
+    except ValueError:
+        return b"\x7f\x00\x00\x01"  # not an address (a test's peer name): loopback
+
+
 class Forwarder:
     """Sends a metadata write to the active controller whole (Envelope, KIP-590)."""
 
@@ -148,8 +158,9 @@ class Forwarder:
         self._quorum = quorum
         self._peers = peers
 
-    async def forward(self, payload: bytes) -> bytes:
-        """Send a client's request to the active controller; its encoded response.
+    async def forward(self, payload: bytes, principal: KafkaPrincipal, host: str) -> bytes:
+        """Send a client's request to the active controller, with the client's principal
+        and host (the controller authorizes it as the client); its encoded response.
 
         Tries for ``FORWARD_TIMEOUT_S`` in all, across controller failovers: each time
         the leader this node knows changes (or after a short backoff) it asks again.
@@ -168,8 +179,8 @@ class Forwarder:
                     answer = await peer.request(
                         EnvelopeRequest(
                             request_data=payload,
-                            request_principal=b"",
-                            client_host_address=b"\x7f\x00\x00\x01",
+                            request_principal=serialize_principal(principal),
+                            client_host_address=_address_bytes(host),
                         ),
                         0,
                         remaining,
@@ -232,15 +243,17 @@ class Effects:
             # A metadata write on a node that is not the active controller: forward the
             # whole request there (Envelope, KIP-590) and relay its response.
             assert self.forwarder is not None
-            return [await self.forwarder.forward(bytes(payload))]
+            header = dispatch.header
+            return [await self.forwarder.forward(bytes(payload), header.principal, header.host)]
         if response is None:
             return None
         return Router.encode(dispatch.header, response, dispatch.response_version)
 
-    async def run_forwarded(self, payload: bytes) -> bytes:
-        """On the active controller: run a forwarded request through the broker handlers."""
+    async def run_forwarded(self, payload: bytes, principal: KafkaPrincipal, host: str) -> bytes:
+        """On the active controller: run a forwarded request through the broker handlers,
+        as the client that sent it to the forwarding broker."""
         self.stamp()
-        routed = self._router.handle(bytearray(payload), "forwarded")
+        routed = self._router.handle(bytearray(payload), f"{host}:0", principal)
         decided_on = self._image.generation
         if isinstance(routed, Close):
             raise NotController(f"forwarded request refused: {routed.reason}")
@@ -279,7 +292,7 @@ class Effects:
                         seen = self._image.generation
                 if stale:
                     self.stamp()
-                    again = self._router.handle(payload, dispatch.peer)
+                    again = self._router.handle(payload, dispatch.peer, dispatch.header.principal)
                     if not isinstance(again, Dispatch):
                         return None
                     seen = self._image.generation

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from typing import Any, Protocol
 
 from odradek.broker import groups
 from odradek.broker.effects import GroupCall
+from odradek.broker.group_authorization import May, screen
 from odradek.broker.partition import LocalPartition
 from odradek.broker.state import BrokerState
 from odradek.coordinator import GroupCoordinator, Output, Write
@@ -97,7 +99,25 @@ class GroupService:
             self._apply_output(self.coordinator.load(index, records, now_ms=steady_ms()))
 
     async def call(self, call: GroupCall, peer: str) -> Any:
-        """Hand a group request to the coordinator; its response once completed."""
+        """Hand a group request to the coordinator; its response once completed. What the
+        principal may not do of it is answered here, never handed over."""
+        screened = screen(call.request, call.version, self._may(call))
+        if screened.request is None:
+            return screened.finish(None)
+        return screened.finish(
+            await self._coordinate(dataclasses.replace(call, request=screened.request), peer)
+        )
+
+    def _may(self, call: GroupCall) -> May:
+        authorization = self._state.authorization
+        if authorization is None:
+            return lambda operation, resource_type, name: True
+        authorizer = authorization.authorizer(self._state.image.acls)
+        return lambda operation, resource_type, name: authorizer.authorize(
+            call.principal, call.host, operation, resource_type, name
+        )
+
+    async def _coordinate(self, call: GroupCall, peer: str) -> Any:
         loop = asyncio.get_running_loop()
         token = object()
         future: asyncio.Future[Any] = loop.create_future()

@@ -34,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.broker.authorization import Authorization
+from odradek.broker.cluster_rules import guard_routes
 from odradek.broker.endpoints import SECURITY_PROTOCOL_IDS
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.handlers import broker_routes, register
@@ -145,6 +147,8 @@ class NodeConfig:
     """None: the broker listener is PLAINTEXT."""
     controller_security: ListenerSecurity | None = None
     """None: the controller listener is PLAINTEXT."""
+    authorization: Authorization | None = None
+    """The authorizer (``authorizer.class.name``); None: every client may do anything."""
 
 
 class Node:
@@ -158,6 +162,7 @@ class Node:
             image=MetadataImage(),
             rng=random.Random(),
             fetch_sessions=FetchSessionCache(settings.fetch_session_cache_slots),
+            authorization=config.authorization,
         )
         self.state.validate_topic_configs = config.validate_topic_configs
         self.log_dir: LogDir | None = None
@@ -205,12 +210,15 @@ class Node:
         )
         self.router = register(
             Router(),
-            broker_routes(
+            guard_routes(
                 self.state,
-                server,
-                offsets_topic_num_partitions=group_config.offsets_topic_num_partitions,
-                offsets_topic_replication_factor=server.offsets_topic_replication_factor,
-                describe_quorum=self._describe_quorum,
+                broker_routes(
+                    self.state,
+                    server,
+                    offsets_topic_num_partitions=group_config.offsets_topic_num_partitions,
+                    offsets_topic_replication_factor=server.offsets_topic_replication_factor,
+                    describe_quorum=self._describe_quorum,
+                ),
             ),
         )
         self.controller_router = Router()
@@ -359,6 +367,7 @@ class Node:
                 cfg.broker_session_timeout_ms,
                 self.effects.run_forwarded,
                 connection_loss_ms=cfg.broker_session_connection_loss_ms,
+                authorization=cfg.authorization,
                 bootstrap_records=read_bootstrap_records(self.fs, cfg.metadata_log_dir),
             )
             self.effects.controller = self.controller

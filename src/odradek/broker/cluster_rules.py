@@ -1,0 +1,126 @@
+"""The APIs that need one operation on the cluster resource, as Kafka's table has them,
+and each one's answer when the principal lacks it (CLUSTER_AUTHORIZATION_FAILED in the
+API's own shape). :func:`guard_routes` puts the check in front of their handlers; the
+APIs that name topics, groups or transactional ids check those in their handlers.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from odradek.broker.authorization import ClusterRule, cluster_guarded
+from odradek.broker.handlers import Route
+from odradek.broker.state import BrokerState
+from odradek.protocol.error_codes import ErrorCode
+from odradek.protocol.messages import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    UnregisterBrokerRequest,
+    UnregisterBrokerResponse,
+)
+from odradek.protocol.messages.alter_user_scram_credentials_response import (
+    AlterUserScramCredentialsResult,
+)
+from odradek.protocol.messages.create_acls_response import AclCreationResult
+from odradek.protocol.messages.delete_acls_response import DeleteAclsFilterResult
+from odradek.security.acls import AclOperation
+
+__all__ = ["CLUSTER_RULES", "guard_routes"]
+
+_DENIED: Final = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+_MESSAGE: Final = "Cluster authorization failed."
+_DESCRIBE, _ALTER = AclOperation.DESCRIBE, AclOperation.ALTER
+
+
+def _alter_scram(body: Any) -> AlterUserScramCredentialsResponse:
+    users = dict.fromkeys([u.name for u in body.upsertions] + [d.name for d in body.deletions])
+    return AlterUserScramCredentialsResponse(
+        results=[
+            AlterUserScramCredentialsResult(user=u, error_code=_DENIED, error_message=_MESSAGE)
+            for u in users
+        ]
+    )
+
+
+CLUSTER_RULES: Final[dict[int, ClusterRule]] = {
+    DescribeClusterRequest.API_KEY: ClusterRule(
+        _DESCRIBE, lambda _: DescribeClusterResponse(error_code=_DENIED, error_message=_MESSAGE)
+    ),
+    DescribeLogDirsRequest.API_KEY: ClusterRule(
+        _DESCRIBE, lambda _: DescribeLogDirsResponse(error_code=_DENIED)
+    ),
+    ElectLeadersRequest.API_KEY: ClusterRule(
+        _ALTER, lambda _: ElectLeadersResponse(error_code=_DENIED)
+    ),
+    AlterPartitionReassignmentsRequest.API_KEY: ClusterRule(
+        _ALTER,
+        lambda _: AlterPartitionReassignmentsResponse(error_code=_DENIED, error_message=_MESSAGE),
+    ),
+    ListPartitionReassignmentsRequest.API_KEY: ClusterRule(
+        _DESCRIBE,
+        lambda _: ListPartitionReassignmentsResponse(error_code=_DENIED, error_message=_MESSAGE),
+    ),
+    UnregisterBrokerRequest.API_KEY: ClusterRule(
+        _ALTER, lambda _: UnregisterBrokerResponse(error_code=_DENIED, error_message=_MESSAGE)
+    ),
+    DescribeQuorumRequest.API_KEY: ClusterRule(
+        _DESCRIBE, lambda _: DescribeQuorumResponse(error_code=_DENIED, error_message=_MESSAGE)
+    ),
+    DescribeUserScramCredentialsRequest.API_KEY: ClusterRule(
+        _DESCRIBE,
+        lambda _: DescribeUserScramCredentialsResponse(error_code=_DENIED, error_message=_MESSAGE),
+    ),
+    AlterUserScramCredentialsRequest.API_KEY: ClusterRule(_ALTER, _alter_scram),
+    DescribeAclsRequest.API_KEY: ClusterRule(
+        _DESCRIBE, lambda _: DescribeAclsResponse(error_code=_DENIED, error_message=_MESSAGE)
+    ),
+    CreateAclsRequest.API_KEY: ClusterRule(
+        _ALTER,
+        lambda body: CreateAclsResponse(
+            results=[
+                AclCreationResult(error_code=_DENIED, error_message=_MESSAGE)
+                for _ in body.creations
+            ]
+        ),
+    ),
+    DeleteAclsRequest.API_KEY: ClusterRule(
+        _ALTER,
+        lambda body: DeleteAclsResponse(
+            filter_results=[
+                DeleteAclsFilterResult(error_code=_DENIED, error_message=_MESSAGE)
+                for _ in body.filters
+            ]
+        ),
+    ),
+}
+"""Every API the broker listener serves that needs DESCRIBE or ALTER on the cluster."""
+
+
+def guard_routes(state: BrokerState, routes: list[Route]) -> list[Route]:
+    """``routes`` with the cluster check of :data:`CLUSTER_RULES` in front of theirs."""
+    return [
+        (key, versions, cluster_guarded(state, handler, CLUSTER_RULES[key]))
+        if key in CLUSTER_RULES
+        else (key, versions, handler)
+        for key, versions, handler in routes
+    ]
