@@ -221,3 +221,37 @@ def test_cluster_apis_are_guarded_and_answer_in_their_own_shape() -> None:
     h.replay([_acl("kafka-cluster", AclOperation.DESCRIBE, ResourceType.CLUSTER)])
     served = handlers[DescribeClusterRequest.API_KEY](_as(60, 0), DescribeClusterRequest())
     assert isinstance(served, Reply) and served.response.error_code == ErrorCode.NONE
+
+
+def test_metadata_reports_authorized_operations_when_asked() -> None:
+    h = _harness(_acl("visible", AclOperation.READ))
+    request = MetadataRequest(
+        topics=[mr.MetadataRequestTopic(name="visible")],
+        include_topic_authorized_operations=True,
+        include_cluster_authorized_operations=True,
+    )
+    answer = h.carry(topics.handle_metadata(h.state, _as(3, 10), request))
+    assert answer.topics[0].topic_authorized_operations == (1 << AclOperation.READ) | (
+        1 << AclOperation.DESCRIBE
+    )
+    assert answer.cluster_authorized_operations == 0
+    unasked = h.carry(
+        topics.handle_metadata(
+            h.state, _as(3, 10), MetadataRequest(topics=[mr.MetadataRequestTopic(name="visible")])
+        )
+    )
+    assert unasked.topics[0].topic_authorized_operations == -(2**31)
+
+
+def test_until_the_metadata_log_is_loaded_only_super_users_are_admitted() -> None:
+    made = authorization_from(
+        "org.apache.kafka.metadata.authorizer.StandardAuthorizer", "User:admin", True
+    )
+    assert made is not None and not made.loaded
+    early = made.authorizer({})
+    assert not early.authorize(ALICE, "h", AclOperation.READ, ResourceType.TOPIC, "t")
+    admin = KafkaPrincipal("User", "admin")
+    assert early.authorize(admin, "h", AclOperation.READ, ResourceType.TOPIC, "t")
+    made.loaded = True
+    # Loaded, with no ACL on the topic: allow.everyone.if.no.acl.found applies.
+    assert made.authorizer({}).authorize(ALICE, "h", AclOperation.READ, ResourceType.TOPIC, "t")

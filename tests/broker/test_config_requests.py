@@ -267,6 +267,30 @@ def test_this_broker_reports_its_server_config(h: Harness) -> None:
     assert list(found) == sorted(found)
 
 
+def test_tls_and_sasl_keys_are_listed_and_their_secrets_never_shown() -> None:
+    h = new_harness(
+        properties={
+            "ssl.keystore.type": "PKCS12",
+            "ssl.keystore.location": "/etc/odradek/broker.p12",
+            "ssl.keystore.password": "hunter2",
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        }
+    )
+    found = entries(only(describe(h, [(BROKER_RESOURCE, "1", None)], synonyms=True)))
+    location = found["ssl.keystore.location"]
+    assert (location.value, location.config_source) == (
+        "/etc/odradek/broker.p12",
+        ConfigSource.STATIC_BROKER_CONFIG,
+    )
+    secret = found["ssl.keystore.password"]
+    assert secret.is_sensitive and secret.value is None
+    assert all(s.value is None for s in secret.synonyms)
+    assert found["ssl.key.password"].is_sensitive
+    assert found["sasl.enabled.mechanisms"].value == "SCRAM-SHA-512"
+    assert found["ssl.client.auth"].value == "none"
+    assert "hunter2" not in repr(found)
+
+
 def test_broker_synonyms_follow_kafkas_order_and_cut(h: Harness) -> None:
     found = entries(only(describe(h, [(BROKER_RESOURCE, "1", None)], synonyms=True)))
     hours = found["log.retention.hours"]

@@ -47,6 +47,7 @@ __all__ = [
     "allowed_any",
     "allowed_names",
     "authorization_from",
+    "authorized_operations",
     "cluster_guarded",
 ]
 
@@ -59,13 +60,26 @@ AUTHORIZER_CLASS_NAMES: Final = (
 class Authorization:
     """The authorizer of the moment: its settings and an index of the image's ACLs."""
 
-    def __init__(self, super_users: frozenset[str], allow_everyone_if_no_acl_found: bool):
+    def __init__(
+        self,
+        super_users: frozenset[str],
+        allow_everyone_if_no_acl_found: bool,
+        *,
+        loaded: bool = True,
+    ):
         self.super_users = super_users
         self.allow_everyone_if_no_acl_found = allow_everyone_if_no_acl_found
+        self.loaded = loaded
+        """Whether the node has caught up with the metadata log (so with its ACLs); until
+        then only super users are admitted (Kafka's early start, KIP-801), however
+        ``allow.everyone.if.no.acl.found`` is set."""
         self._acls: Mapping[Any, AccessControlEntryRecord] | None = None
         self._authorizer = Authorizer((), super_users, allow_everyone_if_no_acl_found)
+        self._early = Authorizer((), super_users, False)
 
     def authorizer(self, acls: Mapping[Any, AccessControlEntryRecord]) -> Authorizer:
+        if not self.loaded:
+            return self._early
         if acls is not self._acls:
             bindings = (binding_from_record(r) for r in acls.values())
             self._authorizer = Authorizer(
@@ -90,7 +104,9 @@ def authorization_from(
             f"authorizer.class.name: {name!r} is not available; use "
             f"{AUTHORIZER_CLASS_NAMES[0]} (ACLs in the metadata log)"
         )
-    return Authorization(parse_super_users(super_users), allow_everyone_if_no_acl_found)
+    return Authorization(
+        parse_super_users(super_users), allow_everyone_if_no_acl_found, loaded=False
+    )
 
 
 def _who(request: RequestHeader) -> tuple[KafkaPrincipal, str]:
@@ -164,3 +180,45 @@ def cluster_guarded(state: BrokerState, handler: Handler, rule: ClusterRule) -> 
         return handler(header, body)
 
     return guarded
+
+
+# The operations each resource type supports (KIP-430's authorized operations report).
+SUPPORTED_OPERATIONS: Final[dict[ResourceType, tuple[AclOperation, ...]]] = {
+    ResourceType.TOPIC: (
+        AclOperation.READ,
+        AclOperation.WRITE,
+        AclOperation.CREATE,
+        AclOperation.DELETE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (AclOperation.READ, AclOperation.DESCRIBE, AclOperation.DELETE),
+    ResourceType.CLUSTER: (
+        AclOperation.CREATE,
+        AclOperation.ALTER,
+        AclOperation.DESCRIBE,
+        AclOperation.CLUSTER_ACTION,
+        AclOperation.DESCRIBE_CONFIGS,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.IDEMPOTENT_WRITE,
+    ),
+}
+OPERATIONS_NOT_REQUESTED: Final = -(2**31)
+"""The authorized-operations field of an answer that was not asked for them."""
+
+
+def authorized_operations(
+    state: BrokerState,
+    request: RequestHeader,
+    resource_type: ResourceType,
+    name: str = CLUSTER_NAME,
+) -> int:
+    """The KIP-430 bit field (bit ``1 << operation id``) of what the principal may do on
+    the resource; every supported operation when there is no authorizer, as Kafka says."""
+    return sum(
+        1 << operation
+        for operation in SUPPORTED_OPERATIONS[resource_type]
+        if allowed(state, request, operation, resource_type, name)
+    )

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from typing import Final
 
+from odradek.broker.authorization import OPERATIONS_NOT_REQUESTED, authorized_operations
 from odradek.broker.effects import Outcome, Reply
 from odradek.broker.state import BrokerState
 from odradek.protocol.api import RequestHeader
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 from odradek.protocol.messages.describe_cluster_response import DescribeClusterBroker
+from odradek.security.acls import ResourceType
 
 __all__ = [
     "CLUSTER_OPERATIONS",
@@ -41,10 +43,8 @@ _ENDPOINT_TYPE_NAMES: Final = {
 
 # Kafka's AclOperation codes of the operations a CLUSTER resource supports: ALTER (7),
 # DESCRIBE (8), CLUSTER_ACTION (9), DESCRIBE_CONFIGS (10), ALTER_CONFIGS (11),
-# IDEMPOTENT_WRITE (12) and CREATE (5). With no authorizer every one of them is allowed,
-# which is what Kafka reports when it runs without one.
+# IDEMPOTENT_WRITE (12) and CREATE (5): what the answer reports without an authorizer.
 CLUSTER_OPERATIONS: Final = sum(1 << code for code in (5, 7, 8, 9, 10, 11, 12))
-OPERATIONS_NOT_REQUESTED: Final = -(2**31)
 
 
 def handle_describe_cluster(
@@ -91,7 +91,7 @@ def handle_describe_cluster(
             controller_id=s.node_id,
             brokers=brokers,
             cluster_authorized_operations=(
-                CLUSTER_OPERATIONS
+                authorized_operations(state, header, ResourceType.CLUSTER)
                 if request.include_cluster_authorized_operations
                 else OPERATIONS_NOT_REQUESTED
             ),

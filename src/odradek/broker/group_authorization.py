@@ -4,7 +4,8 @@
 * OffsetCommit: READ on the group, and READ on each topic committed to;
 * OffsetFetch: DESCRIBE on the group, and DESCRIBE on each topic read back (a topic the
   principal may not describe is left out of an "all topics" answer);
-* DescribeGroups: DESCRIBE, DeleteGroups: DELETE on each group;
+* DescribeGroups: DESCRIBE, DeleteGroups: DELETE on each group (DescribeGroups also
+  reports what the principal may do on each, KIP-430, when asked);
 * ListGroups: DESCRIBE on the cluster lists every group, else those it may describe.
 
 :func:`screen` takes the request and a decision function and returns what goes to the
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from odradek.broker.authorization import SUPPORTED_OPERATIONS
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import (
     DeleteGroupsRequest,
@@ -243,12 +245,19 @@ def _offset_fetch_groups(request: OffsetFetchRequest, may: May) -> Screened:
 
 def _describe_groups(request: DescribeGroupsRequest, may: May) -> Screened:
     denied = [g for g in request.groups if not may(_DESCRIBE, _GROUP, g)]
-    if not denied:
-        return Screened(request, _unchanged)
     kept = [g for g in request.groups if g not in denied]
 
     def finish(response: DescribeGroupsResponse | None) -> DescribeGroupsResponse:
         answer = response if response is not None else DescribeGroupsResponse()
+        if request.include_authorized_operations:
+            # KIP-430: what the principal may do on each group it was shown.
+            for group in answer.groups:
+                if group.error_code == ErrorCode.NONE:
+                    group.authorized_operations = sum(
+                        1 << operation
+                        for operation in SUPPORTED_OPERATIONS[_GROUP]
+                        if may(operation, _GROUP, group.group_id)
+                    )
         answer.groups = [
             *answer.groups,
             *(DescribedGroup(error_code=_GROUP_DENIED, group_id=g) for g in denied),

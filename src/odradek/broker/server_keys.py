@@ -58,6 +58,7 @@ from odradek.core.config_keys import (
     OptionalIntKey,
     OptionalListKey,
     OptionalLongKey,
+    OptionalPasswordKey,
     OptionalStringKey,
     Range,
     ShortKey,
@@ -234,6 +235,55 @@ class ServerKeys:
     request_timeout_ms = IntKey("request.timeout.ms", 30000,
         "How long the node waits for a reply to its own requests to peers.",
         validator=_NON_NEGATIVE)
+    # --- TLS and SASL (read as text by security/ssl_keys.py and security/sasl_keys.py;
+    # declared here so that DescribeConfigs lists them, the secrets as sensitive) -------
+    _ssl_keystore_type = StringKey("ssl.keystore.type", "JKS",
+        "Key store format: PEM or PKCS12 (JKS is refused with the keytool conversion).")
+    _ssl_keystore_location = OptionalStringKey("ssl.keystore.location", None,
+        "Key store file: the private key and certificate chain.")
+    _ssl_keystore_password = OptionalPasswordKey("ssl.keystore.password", None,
+        "Password of a PKCS12 key store.")
+    _ssl_keystore_certificate_chain = OptionalPasswordKey("ssl.keystore.certificate.chain",
+        None, "The certificate chain as PEM text (a PEM key store without a file).")
+    _ssl_keystore_key = OptionalPasswordKey("ssl.keystore.key", None,
+        "The private key as PEM text (a PEM key store without a file).")
+    _ssl_key_password = OptionalPasswordKey("ssl.key.password", None,
+        "Password of an encrypted private key.")
+    _ssl_truststore_type = StringKey("ssl.truststore.type", "JKS",
+        "Trust store format: PEM or PKCS12.")
+    _ssl_truststore_location = OptionalStringKey("ssl.truststore.location", None,
+        "Trust store file: the certificates peers are checked against.")
+    _ssl_truststore_password = OptionalPasswordKey("ssl.truststore.password", None,
+        "Password of a PKCS12 trust store.")
+    _ssl_truststore_certificates = OptionalPasswordKey("ssl.truststore.certificates", None,
+        "Trusted certificates as PEM text.")
+    _ssl_client_auth = StringKey("ssl.client.auth", "none",
+        "Whether clients must present a certificate: none, requested or required.")
+    _ssl_enabled_protocols = ListKey("ssl.enabled.protocols", ["TLSv1.2", "TLSv1.3"],
+        "TLS versions accepted.")
+    _ssl_protocol = StringKey("ssl.protocol", "TLSv1.3", "The TLS protocol.")
+    _ssl_cipher_suites = ListKey("ssl.cipher.suites", [],
+        "Cipher suites (refused when set: Java's names do not map onto OpenSSL here).")
+    _ssl_endpoint_identification_algorithm = StringKey(
+        "ssl.endpoint.identification.algorithm", "https",
+        "https checks a peer's host name against its certificate; empty does not.")
+    _ssl_principal_mapping_rules = StringKey("ssl.principal.mapping.rules", "DEFAULT",
+        "Rules that map a certificate's subject to a principal name.")
+    _sasl_enabled_mechanisms = ListKey("sasl.enabled.mechanisms", ["GSSAPI"],
+        "SASL mechanisms offered: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI is refused).")
+    _sasl_mechanism_inter_broker_protocol = StringKey("sasl.mechanism.inter.broker.protocol",
+        "GSSAPI", "The mechanism brokers log in to each other with.")
+    _sasl_mechanism_controller_protocol = StringKey("sasl.mechanism.controller.protocol",
+        "GSSAPI", "The mechanism nodes log in to the controllers with.")
+    _connections_max_reauth_ms = LongKey("connections.max.reauth.ms", 0,
+        "Lifetime of a SASL session (KIP-368); 0: no limit.", validator=Range.at_least(0))
+    _connection_failed_authentication_delay_ms = IntKey(
+        "connection.failed.authentication.delay.ms", 100,
+        "How long a failed SASL login waits for its answer (KIP-306).",
+        validator=Range.at_least(0))
+    _sasl_server_max_receive_size = IntKey("sasl.server.max.receive.size", 524_288,
+        "Largest frame before a SASL login completes.", validator=Range.at_least(1))
+
     # --- Authorization -----------------------------------------------------------------
     authorizer_class_name = StringKey("authorizer.class.name", "",
         "The authorizer: org.apache.kafka.metadata.authorizer.StandardAuthorizer (or "

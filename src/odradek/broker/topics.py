@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from odradek.broker.authorization import allowed, allowed_names
+from odradek.broker.authorization import allowed, allowed_names, authorized_operations
 from odradek.broker.effects import CommitRecords, Outcome, Reply
 from odradek.broker.state import BrokerState
 from odradek.broker.topic_config import unapplied_config_problem
@@ -266,9 +266,32 @@ def handle_metadata(state: BrokerState, header: RequestHeader, request: Metadata
                 records += outcome.records
         if records:
             return CommitRecords(
-                records, lambda: Reply(_metadata_response(state, names, version, denied))
+                records, lambda: Reply(_with_operations(state, header, request, names, denied))
             )
-    return Reply(_metadata_response(state, names, version, denied))
+    return Reply(_with_operations(state, header, request, names, denied))
+
+
+def _with_operations(
+    state: BrokerState,
+    header: RequestHeader,
+    request: MetadataRequest,
+    names: list[str | None],
+    denied: set[str],
+) -> MetadataResponse:
+    """The answer, with the authorized operations (KIP-430) where the client asked."""
+    version = header.request_api_version
+    response = _metadata_response(state, names, version, denied)
+    if request.include_topic_authorized_operations and version >= 8:
+        for topic in response.topics:
+            if topic.error_code == ErrorCode.NONE and topic.name is not None:
+                topic.topic_authorized_operations = authorized_operations(
+                    state, header, TOPIC, topic.name
+                )
+    if request.include_cluster_authorized_operations and 8 <= version <= 10:
+        response.cluster_authorized_operations = authorized_operations(
+            state, header, ResourceType.CLUSTER
+        )
+    return response
 
 
 def _metadata_response(

@@ -772,3 +772,15 @@ def config_def_of(cls: type[object]) -> ConfigDef:
             if isinstance(attribute, Setting):
                 table.define(attribute.key)
     return table
+
+
+class OptionalPasswordKey(Setting[Password | None]):
+    """A secret with no default: never shown (DescribeConfigs reports it sensitive)."""
+
+    config_type = ConfigType.PASSWORD
+    optional = True
+
+    def read(self, value: ConfigValue) -> Password | None:
+        if value is None or isinstance(value, Password):
+            return value
+        raise ConfigError(f"configuration {self.key.name} has no password value")

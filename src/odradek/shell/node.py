@@ -401,6 +401,9 @@ class Node:
             cfg.settings.node_id,
             self.quorum.raft.high_watermark,
         )
+        if cfg.authorization is not None:
+            # KIP-801: until now only super users were admitted (the ACLs were not read).
+            cfg.authorization.loaded = True
         if cfg.is_broker:
             await self._start_broker(now)
         log.info(
