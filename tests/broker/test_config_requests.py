@@ -890,3 +890,26 @@ def test_the_reassignment_throttle_is_a_dynamic_broker_key(h: Harness) -> None:
     response = h.carry(incremental_alter(h, [(BROKER_RESOURCE, "", [(rate, DELETE, None)])]))
     assert codes(response) == [(BROKER_RESOURCE, "", ErrorCode.NONE)]
     assert broker_configs(h, "") == {}
+
+
+def test_a_listeners_key_store_is_set_per_broker_and_loaded_before_it_is_committed(
+    h: Harness,
+) -> None:
+    key = "listener.name.ssl.ssl.keystore.location"
+    default = alter(h, [(BROKER_RESOURCE, "", [(key, "/etc/new.pem")])])
+    assert codes(default.response) == [(BROKER_RESOURCE, "", ErrorCode.POLICY_VIOLATION)]
+    assert "per broker" in (default.response.responses[0].error_message or "")
+    tried: list[tuple[str, dict[str, str]]] = []
+
+    def load(listener: str, dynamic: dict[str, str]) -> str | None:
+        tried.append((listener, dict(dynamic)))
+        return None if dynamic[key] == "/etc/good.pem" else f"{key}: cannot read it"
+
+    h.state.validate_listener_tls = load
+    bad = alter(h, [(BROKER_RESOURCE, "1", [(key, "/etc/bad.pem")])])
+    assert codes(bad.response) == [(BROKER_RESOURCE, "1", ErrorCode.INVALID_CONFIG)]
+    assert isinstance(bad, Reply)  # nothing to commit
+    good = alter(h, [(BROKER_RESOURCE, "1", [(key, "/etc/good.pem")])])
+    assert codes(h.carry(good)) == [(BROKER_RESOURCE, "1", ErrorCode.NONE)]
+    assert h.image.configs[(BROKER_RESOURCE, "1")] == {key: "/etc/good.pem"}
+    assert tried == [("ssl", {key: "/etc/bad.pem"}), ("ssl", {key: "/etc/good.pem"})]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import struct
 import time
 import uuid
@@ -14,8 +15,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+from cryptography import x509
 
 from odradek.cli.certificates import cn, issue, make_ca
 from tests.integration.cluster import Cluster, odradek
@@ -250,5 +259,80 @@ def test_every_listener_on_mutual_tls_with_separate_controllers(
         assert sorted(partition.isrs) == [1, 2]
         for node in c.controllers:
             assert "refused a TLS client" not in (node.dir / "node.log").read_text()
+    finally:
+        c.stop()
+
+
+def _served_subject(port: int, ca: str) -> str:
+    context = ssl.create_default_context(cafile=ca)
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return x509.load_der_x509_certificate(der).subject.rfc4514_string()
+
+
+def test_a_dynamic_alter_configs_reloads_a_listeners_key_store(tmp_path: Path) -> None:
+    """Kafka's certificate rotation: IncrementalAlterConfigs of
+    ``listener.name.ssl.ssl.keystore.location`` on one broker (not the active
+    controller, so the request is forwarded) makes that broker serve new connections
+    with the new certificate; a store it cannot load is refused with INVALID_CONFIG and
+    the old certificate stays."""
+    ca = make_ca()
+    old, new = issue(ca, cn("old-broker")), issue(ca, cn("new-broker"))
+    (tmp_path / "ca.pem").write_bytes(ca.cert_pem)
+    (tmp_path / "old.pem").write_bytes(old.key_pem() + old.cert_pem)
+    (tmp_path / "new.pem").write_bytes(new.key_pem() + new.cert_pem)
+    extra = (
+        "ssl.keystore.type=PEM\n"
+        f"ssl.keystore.location={tmp_path / 'old.pem'}\n"
+        "ssl.truststore.type=PEM\n"
+        f"ssl.truststore.location={tmp_path / 'ca.pem'}\n"
+    )
+    c = Cluster(tmp_path / "cluster", extra=extra, broker_protocol="SSL")
+    c.start()
+    try:
+        leader = c.controller_leader()
+        node = next(n for n in c.nodes if n.node_id != leader)
+        ca_file = str(tmp_path / "ca.pem")
+        assert _served_subject(node.port, ca_file) == "CN=old-broker"
+        admin = AdminClient(
+            {
+                "bootstrap.servers": c.bootstrap,
+                "security.protocol": "ssl",
+                "ssl.ca.location": ca_file,
+            }
+        )
+
+        def alter(location: str) -> None:
+            resource = ConfigResource(
+                ResourceType.BROKER,
+                str(node.node_id),
+                incremental_configs=[
+                    ConfigEntry(
+                        "listener.name.ssl.ssl.keystore.location",
+                        location,
+                        incremental_operation=AlterConfigOpType.SET,
+                    )
+                ],
+            )
+            admin.incremental_alter_configs([resource])[resource].result(30)
+
+        with pytest.raises(KafkaException) as refused:
+            alter(str(tmp_path / "missing.pem"))
+        assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+        assert "ssl.keystore.location" in refused.value.args[0].str()
+        assert _served_subject(node.port, ca_file) == "CN=old-broker"
+        alter(str(tmp_path / "new.pem"))
+        deadline = time.monotonic() + 30
+        while _served_subject(node.port, ca_file) != "CN=new-broker":
+            assert time.monotonic() < deadline, "the broker kept its old certificate"
+            time.sleep(0.2)
+        # The other brokers keep theirs: the change was for one broker.
+        others = [n for n in c.nodes if n is not node]
+        assert {_served_subject(n.port, ca_file) for n in others} == {"CN=old-broker"}
+        assert "TLS key and trust stores reloaded" in (node.dir / "node.log").read_text()
     finally:
         c.stop()

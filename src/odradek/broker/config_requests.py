@@ -33,6 +33,7 @@ from typing import Final, Protocol, TypeVar
 from odradek.broker.authorization import allowed
 from odradek.broker.config_entries import ConfigEntry, ConfigSource, ConfigSynonym
 from odradek.broker.effects import CommitRecords, Outcome, Reply
+from odradek.broker.router import Request
 from odradek.broker.server_config import ServerConfig
 from odradek.broker.server_keys import SERVER_CONFIG_DEF
 from odradek.broker.state import BrokerState
@@ -77,6 +78,7 @@ from odradek.protocol.messages.describe_configs_response import (
 )
 from odradek.protocol.metadata import ConfigRecord
 from odradek.security.acls import AclOperation, ResourceType
+from odradek.security.ssl_keys import dynamic_ssl_key
 
 __all__ = [
     "ALTER_CONFIGS_VERSIONS",
@@ -461,10 +463,13 @@ def broker_schema() -> ConfigSchema:
     )
 
 
-def _broker_refusal(state: BrokerState, name: str, keys: Sequence[str]) -> ConfigOutcome | None:
+def _broker_refusal(
+    state: BrokerState, header: RequestHeader, name: str, keys: Sequence[str]
+) -> ConfigOutcome | None:
     """Why a broker resource in AlterConfigs or IncrementalAlterConfigs is refused before
     the controller's command sees it (see the module doc), or None."""
-    if name != "":
+    forwarded = isinstance(header, Request) and header.forwarded
+    if name != "" and not forwarded:  # the broker named checked it before forwarding
         try:
             broker_id = int(name)
         except ValueError:
@@ -479,16 +484,44 @@ def _broker_refusal(state: BrokerState, name: str, keys: Sequence[str]) -> Confi
             )
     if len(set(keys)) != len(keys):
         return ConfigOutcome(ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
-    static = sorted(set(keys) - DYNAMIC_BROKER_TOPIC_KEYS - REPLICATION_THROTTLE_KEYS)
+    stores = {k for k in keys if dynamic_ssl_key(k) is not None}
+    if stores and name == "":
+        return ConfigOutcome(
+            ErrorCode.POLICY_VIOLATION,
+            "A listener's key and trust stores are set per broker, not as a cluster "
+            "default: " + ", ".join(sorted(stores)),
+        )
+    static = sorted(set(keys) - DYNAMIC_BROKER_TOPIC_KEYS - REPLICATION_THROTTLE_KEYS - stores)
     if not static:
         return None
     return ConfigOutcome(
         ErrorCode.POLICY_VIOLATION,
-        "Only the broker defaults of topic configs and follower.replication.throttled.rate "
-        "can be changed dynamically: set "
+        "Only the broker defaults of topic configs, follower.replication.throttled.rate "
+        "and a listener's key and trust stores (listener.name.<listener>.ssl.keystore.*, "
+        "ssl.truststore.*, ssl.key.password) can be changed dynamically: set "
         + ", ".join(static)
         + " in server.properties and restart the node",
     )
+
+
+def _stores_checked(state: BrokerState, name: str, outcome: ConfigOutcome) -> ConfigOutcome:
+    """``outcome``, or INVALID_CONFIG when it would give a listener a key or trust store
+    this broker cannot load: the new stores are loaded (as the broker will once the
+    record is applied) before anything is committed, as Kafka validates a reconfiguration."""
+    touched = {found[0] for r in outcome.records if (found := dynamic_ssl_key(r.name)) is not None}
+    if not touched:
+        return outcome
+    proposed = dict(state.image.configs.get((CONFIG_RESOURCE_BROKER, name), {}))
+    for record in outcome.records:
+        if record.value is None:
+            proposed.pop(record.name, None)
+        else:
+            proposed[record.name] = record.value
+    for listener in sorted(touched):
+        problem = state.validate_listener_tls(listener, proposed)
+        if problem is not None:
+            return ConfigOutcome(ErrorCode.INVALID_CONFIG, problem)
+    return outcome
 
 
 class _Named(Protocol):
@@ -555,8 +588,11 @@ def _alter(
         elif kind == CONFIG_RESOURCE_TOPIC:
             outcome = topic_command(resource)
         elif kind == CONFIG_RESOURCE_BROKER:
-            refusal = _broker_refusal(state, name, [c.name for c in resource.configs])
+            refusal = _broker_refusal(state, header, name, [c.name for c in resource.configs])
             outcome = broker_command(resource) if refusal is None else refusal
+            forwarded = isinstance(header, Request) and header.forwarded
+            if refusal is None and outcome.error_code == ErrorCode.NONE and not forwarded:
+                outcome = _stores_checked(state, name, outcome)
         else:
             outcome = ConfigOutcome(ErrorCode.INVALID_REQUEST, _unsupported_type_message(kind))
         outcomes.append((kind, name, outcome))

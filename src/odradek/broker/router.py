@@ -50,6 +50,9 @@ class Request(RequestHeader):
 
     principal: KafkaPrincipal = ANONYMOUS
     host: str = ""
+    forwarded: bool = False
+    """Run on the active controller for the broker that received it (KIP-590): what only
+    that broker can check (its id, its files) it checked already."""
 
 
 Handler = Callable[[Request, Any], Outcome]
@@ -115,6 +118,8 @@ class Router:
         payload: bytes | bytearray | memoryview,
         peer: str = "?",
         principal: KafkaPrincipal = ANONYMOUS,
+        *,
+        forwarded: bool = False,
     ) -> Routed:
         """Route one request of ``peer`` (``host:port``), whose connection authenticated
         as ``principal``."""
@@ -130,6 +135,7 @@ class Router:
             decoded.unknown_tagged_fields,
             principal,
             peer.rpartition(":")[0] or peer,
+            forwarded,
         )
         key, version = header.request_api_key, header.request_api_version
         who = f"client {peer} ({header.client_id!r})"

@@ -49,6 +49,10 @@ def _accept_all(configs: dict[str, str]) -> dict[str, str]:
     return dict(configs)
 
 
+def _no_tls_listener(listener: str, dynamic: dict[str, str]) -> str | None:
+    return f"listener {listener} does not serve TLS on this broker"
+
+
 def _ignore(key: tuple[str, int]) -> None:
     pass
 
@@ -76,6 +80,9 @@ class BrokerState:
     fetches."""
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
     """Incremental fetch sessions (KIP-227) of consumers and followers."""
+    validate_listener_tls: Callable[[str, dict[str, str]], str | None] = _no_tls_listener
+    """Whether listener (lower-case name) could serve TLS with these dynamic configs of
+    this broker: None, or the problem naming the key (loads the stores: the shell's)."""
     authorization: Authorization | None = None
     """The authorizer (``authorizer.class.name``); None lets every client do anything."""
     decompress_buffer: DecompressBuffer = field(

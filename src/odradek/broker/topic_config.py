@@ -61,6 +61,7 @@ from odradek.core.errors import ConfigError
 from odradek.protocol.record_batch import (
     TimestampType,
 )
+from odradek.security.ssl_keys import dynamic_ssl_key
 from odradek.storage.log import LogConfig
 
 __all__ = [
@@ -312,6 +313,10 @@ def validate_dynamic_broker_configs(configs: Mapping[str, str]) -> dict[str, Con
     for name, raw in configs.items():
         if name in REPLICATION_THROTTLE_KEYS:
             typed[name] = SERVER_CONFIG_DEF.parse_value(name, raw)
+            continue
+        if dynamic_ssl_key(name) is not None:
+            # A listener's key or trust store: checked by loading it (config_requests).
+            typed[name] = raw
             continue
         target = _DYNAMIC_TOPIC_OF.get(name)
         if target is None:

@@ -12,7 +12,13 @@ import re
 from collections.abc import Mapping
 from typing import Final
 
-__all__ = ["SSL_KEYS", "effective_ssl_config", "is_ssl_key"]
+__all__ = [
+    "RELOADABLE_SSL_KEYS",
+    "SSL_KEYS",
+    "dynamic_ssl_key",
+    "effective_ssl_config",
+    "is_ssl_key",
+]
 
 SSL_KEYS: Final = frozenset(
     {
@@ -36,6 +42,31 @@ SSL_KEYS: Final = frozenset(
 )
 _LISTENER_PREFIX: Final = re.compile(r"listener\.name\.([^.]+)\.(ssl\..+)")
 
+RELOADABLE_SSL_KEYS: Final = frozenset(
+    {
+        "ssl.keystore.type",
+        "ssl.keystore.location",
+        "ssl.keystore.password",
+        "ssl.keystore.certificate.chain",
+        "ssl.keystore.key",
+        "ssl.key.password",
+        "ssl.truststore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.password",
+        "ssl.truststore.certificates",
+    }
+)
+"""The keys a broker's dynamic config may change at run time, per listener
+(``listener.name.<l>.ssl.keystore.location``), as Kafka reloads its key and trust stores."""
+
+
+def dynamic_ssl_key(key: str) -> tuple[str, str] | None:
+    """``(listener in lower case, ssl key)`` of a reloadable per-listener key; else None."""
+    match = _LISTENER_PREFIX.fullmatch(key)
+    if match is None or match.group(2) not in RELOADABLE_SSL_KEYS:
+        return None
+    return match.group(1), match.group(2)
+
 
 def is_ssl_key(key: str) -> bool:
     """Whether ``key`` is one of :data:`SSL_KEYS`, server-wide or for one listener."""
@@ -45,12 +76,19 @@ def is_ssl_key(key: str) -> bool:
     return match is not None and match.group(2) in SSL_KEYS
 
 
-def effective_ssl_config(originals: Mapping[str, str], listener: str) -> dict[str, str]:
+def effective_ssl_config(
+    originals: Mapping[str, str], listener: str, dynamic: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """``listener``'s ``ssl.*`` values: its own (``listener.name.<lower-case name>.``)
-    over the server-wide ones."""
+    over the server-wide ones, and over those the broker's ``dynamic`` configs of the
+    listener's reloadable keys (set with AlterConfigs)."""
     values = {k: v for k, v in originals.items() if k in SSL_KEYS}
     prefix = f"listener.name.{listener.lower()}."
     for key, value in originals.items():
         if key.startswith(prefix) and key[len(prefix) :] in SSL_KEYS:
             values[key[len(prefix) :]] = value
+    for key, value in (dynamic or {}).items():
+        found = dynamic_ssl_key(key)
+        if found is not None and found[0] == listener.lower():
+            values[found[1]] = value
     return values

@@ -253,7 +253,7 @@ class Effects:
         """On the active controller: run a forwarded request through the broker handlers,
         as the client that sent it to the forwarding broker."""
         self.stamp()
-        routed = self._router.handle(bytearray(payload), f"{host}:0", principal)
+        routed = self._router.handle(bytearray(payload), f"{host}:0", principal, forwarded=True)
         decided_on = self._image.generation
         if isinstance(routed, Close):
             raise NotController(f"forwarded request refused: {routed.reason}")
@@ -292,7 +292,12 @@ class Effects:
                         seen = self._image.generation
                 if stale:
                     self.stamp()
-                    again = self._router.handle(payload, dispatch.peer, dispatch.header.principal)
+                    again = self._router.handle(
+                        payload,
+                        dispatch.peer,
+                        dispatch.header.principal,
+                        forwarded=dispatch.header.forwarded,
+                    )
                     if not isinstance(again, Dispatch):
                         return None
                     seen = self._image.generation

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
 from odradek.broker.record_validation import RecordPolicy
@@ -141,6 +142,8 @@ class MetadataApplier:
         self.raft_log: DiskRaftLog | None = None
         self.quorum: QuorumDriver | None = None
         self.hosting: PartitionsFollowing | None = None
+        # Called after every change of the image (a listener's TLS stores follow it).
+        self.on_change: list[Callable[[], None]] = []
         # Counts image changes other than no-ops: a decision made on an older generation
         # is made again before its records are committed.
         self._generation = 0
@@ -184,6 +187,9 @@ class MetadataApplier:
             self._generation += 1
         if changed and self.hosting is not None:
             self.hosting.sync()
+        if changed:
+            for callback in self.on_change:
+                callback()
 
     def apply_snapshot(self, snapshot_id: SnapshotId) -> None:
         """Start the image over from a snapshot (at start, or installed from the leader)."""
@@ -206,6 +212,8 @@ class MetadataApplier:
         self._generation += 1
         if self.hosting is not None:
             self.hosting.sync()
+        for callback in self.on_change:
+            callback()
 
     async def snapshotter(self) -> None:
         """Write a metadata snapshot after enough committed bytes

@@ -43,9 +43,9 @@ from odradek.broker.partition import LocalPartition
 from odradek.broker.router import Router
 from odradek.broker.server_config import ServerConfig
 from odradek.broker.state import BrokerSettings, BrokerState
-from odradek.controller.image import MetadataImage
+from odradek.controller.image import CONFIG_RESOURCE_BROKER, MetadataImage
 from odradek.coordinator import GroupConfig, GroupCoordinator
-from odradek.core.errors import LogOfflineError
+from odradek.core.errors import ConfigError, LogOfflineError
 from odradek.protocol.error_codes import ErrorCode
 from odradek.raft.disk_log import DiskRaftLog, metadata_log_directory
 from odradek.raft.quorum_file import QuorumStateFile
@@ -53,6 +53,7 @@ from odradek.security.principal import MappingRule
 from odradek.security.sasl import sasl_listener
 from odradek.security.sasl_keys import SaslListenerConfig
 from odradek.security.scram import ScramCredential, ScramMechanism
+from odradek.security.ssl_keys import dynamic_ssl_key, effective_ssl_config
 from odradek.shell import controller_service
 from odradek.shell.broker_lifecycle import BrokerLifecycle
 from odradek.shell.clean_shutdown import CleanShutdownFile
@@ -81,6 +82,7 @@ from odradek.shell.record_check import RecordCheckThread
 from odradek.shell.replication import NodeControllerChannel, NodeStorage, ReplicationService
 from odradek.shell.scrub import Scrubber
 from odradek.shell.supervisor import Supervisor
+from odradek.shell.tls import ReloadableServerContext, server_context
 from odradek.storage.fs import FileSystem
 from odradek.storage.log import LogConfig
 from odradek.storage.log_dir import LogDir
@@ -237,6 +239,8 @@ class Node:
             self.groups,
             node_id=settings.node_id,
         )
+        self._broker_tls: ReloadableServerContext | None = None
+        self._broker_tls_dynamic: dict[str, str] | None = None
         self._forward_peers = PeerPool(
             f"forward-{settings.node_id}", _client_of(config.controller_security)
         )
@@ -552,6 +556,12 @@ class Node:
         self.state.records_appended = self._records_appended
         self.hosting.sync()
         broker_security = cfg.broker_security
+        if broker_security is not None and broker_security.server_tls is not None:
+            # The listener's stores follow this broker's dynamic configs (AlterConfigs).
+            self._broker_tls = ReloadableServerContext(broker_security.server_tls)
+            self.state.validate_listener_tls = self._validate_listener_tls
+            self.metadata.on_change.append(self._reload_broker_tls)
+            self._reload_broker_tls()
         self._server = await asyncio.start_server(
             self.connections.serving(
                 self.router,
@@ -560,7 +570,7 @@ class Node:
             ),
             cfg.listen_host,
             cfg.listen_port,
-            ssl=broker_security.server_tls if broker_security is not None else None,
+            ssl=self._broker_tls.serving if self._broker_tls is not None else None,
         )
         self.port = self._server.sockets[0].getsockname()[1]
         if cfg.settings.port == 0:
@@ -704,6 +714,48 @@ class Node:
             failed_authentication_delay_ms=sasl.failed_authentication_delay_ms,
             max_receive_size=sasl.max_receive_size,
         )
+
+    def _broker_listener_dynamic(self) -> dict[str, str]:
+        """This broker's dynamic configs of its listener's reloadable TLS keys."""
+        listener = broker_listener_name(self.config.server).lower()
+        configs = self.state.image.configs.get(
+            (CONFIG_RESOURCE_BROKER, str(self.config.settings.node_id)), {}
+        )
+        return {
+            k: v
+            for k, v in configs.items()
+            if (found := dynamic_ssl_key(k)) is not None and found[0] == listener
+        }
+
+    def _validate_listener_tls(self, listener: str, dynamic: dict[str, str]) -> str | None:
+        name = broker_listener_name(self.config.server)
+        if listener != name.lower() or self._broker_tls is None:
+            return f"listener {listener} does not serve TLS on this broker"
+        try:
+            server_context(effective_ssl_config(self.config.server.originals, name, dynamic), name)
+        except ConfigError as e:
+            return str(e)
+        return None
+
+    def _reload_broker_tls(self) -> None:
+        """Serve new connections with the stores the image now names for this broker's
+        listener (a dynamic AlterConfigs); a store that cannot be loaded keeps the old
+        one and says so."""
+        dynamic = self._broker_listener_dynamic()
+        if self._broker_tls is None or dynamic == self._broker_tls_dynamic:
+            return
+        name = broker_listener_name(self.config.server)
+        try:
+            context = server_context(
+                effective_ssl_config(self.config.server.originals, name, dynamic), name
+            )
+        except ConfigError as e:
+            log.error("listener %s: keeping its TLS stores, the new ones fail: %s", name, e)
+            return
+        if self._broker_tls_dynamic is not None:
+            log.info("listener %s: TLS key and trust stores reloaded (%s)", name, sorted(dynamic))
+        self._broker_tls_dynamic = dynamic
+        self._broker_tls.replace(context)
 
     def _scram_credential(self, mechanism: ScramMechanism, user: str) -> ScramCredential | None:
         return self.state.image.scram_credentials.get((mechanism.kafka_type, user))

@@ -54,6 +54,7 @@ from odradek.security.principal import (
 __all__ = [
     "CLIENT_AUTH",
     "AuthenticationFailed",
+    "ReloadableServerContext",
     "client_context",
     "peer_principal",
     "server_context",
@@ -291,3 +292,27 @@ def _load_cas(context: ssl.SSLContext, pem: str, key: str, where: str) -> None:
         context.load_verify_locations(cadata=pem)
     except (ssl.SSLError, ValueError) as e:
         raise ConfigError(f"{where}: {key} holds no readable PEM certificate: {e}") from None
+
+
+class ReloadableServerContext:
+    """A listener's TLS context that can be replaced while it serves (Kafka reloads a
+    listener's key and trust stores on a dynamic AlterConfigs).
+
+    asyncio's server keeps the context it was started with; that context's SNI callback,
+    which OpenSSL calls for every ClientHello (with or without a server name), hands
+    each new connection the current context instead. Connections already open keep the
+    one they were made with."""
+
+    def __init__(self, context: ssl.SSLContext) -> None:
+        self.serving = context
+        self.current = context
+        context.sni_callback = self._choose
+
+    def replace(self, context: ssl.SSLContext) -> None:
+        self.current = context
+
+    def _choose(
+        self, connection: ssl.SSLObject, server_name: str | None, context: ssl.SSLContext
+    ) -> None:
+        if self.current is not context:
+            connection.context = self.current
