@@ -31,6 +31,7 @@ from odradek.protocol.metadata import (
     RECORDS,
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     FenceBrokerRecord,
@@ -47,6 +48,7 @@ from odradek.protocol.metadata import (
     UnregisterBrokerRecord,
     UserScramCredentialRecord,
 )
+from odradek.protocol.metadata.client_quota_record import EntityData as QuotaEntityData
 from odradek.protocol.metadata.register_broker_record import BrokerEndpoint
 from odradek.protocol.metadata_record import (
     MetadataRecord,
@@ -634,6 +636,7 @@ def test_every_metadata_record_type_is_either_modelled_or_listed() -> None:
         RemoveUserScramCredentialRecord,
         AccessControlEntryRecord,
         RemoveAccessControlEntryRecord,
+        ClientQuotaRecord,
         NoOpRecord,
     }
     assert modelled | set(UNMODELLED_RECORDS) == set(RECORDS.values())
@@ -793,6 +796,76 @@ def test_a_copy_shares_the_acls_until_one_side_changes_them() -> None:
     original.replay(RemoveAccessControlEntryRecord(id=ACL_1), original.offset + 1)
     assert original.acls == {}
     assert duplicate.acls == {ACL_1: acl(ACL_1), ACL_2: acl(ACL_2)}
+
+
+# Client quotas --------------------------------------------------------------------
+
+
+def quota(
+    entity: list[tuple[str, str | None]], key: str, value: float = 0.0, remove: bool = False
+) -> ClientQuotaRecord:
+    return ClientQuotaRecord(
+        entity=[QuotaEntityData(entity_type=t, entity_name=n) for t, n in entity],
+        key=key,
+        value=value,
+        remove=remove,
+    )
+
+
+ALICE_APP = (("client-id", "app"), ("user", "alice"))
+
+
+def test_a_client_quota_is_kept_by_sorted_entity_and_key() -> None:
+    image = replay_all(
+        [
+            quota([("user", "alice"), ("client-id", "app")], "producer_byte_rate", 1024),
+            quota([("client-id", "app"), ("user", "alice")], "consumer_byte_rate", 2048),
+            quota([("user", None)], "request_percentage", 50),
+            quota([("user", None)], "request_percentage", 75),
+        ]
+    )
+    assert image.client_quotas == {
+        ALICE_APP: {"producer_byte_rate": 1024, "consumer_byte_rate": 2048},
+        (("user", None),): {"request_percentage": 75},
+    }
+
+
+def test_removing_the_last_key_removes_the_entity_and_a_missing_key_is_ignored() -> None:
+    image = replay_all(
+        [
+            quota([("user", "alice")], "producer_byte_rate", 1),
+            quota([("user", "alice")], "consumer_byte_rate", 2),
+        ]
+    )
+    held = image.client_quotas
+    image.replay(quota([("user", "alice")], "request_percentage", remove=True), 10)
+    image.replay(quota([("user", "bob")], "request_percentage", remove=True), 11)
+    assert image.client_quotas is held  # nothing changed, nothing replaced
+    image.replay(quota([("user", "alice")], "producer_byte_rate", remove=True), 12)
+    assert image.client_quotas == {(("user", "alice"),): {"consumer_byte_rate": 2}}
+    image.replay(quota([("user", "alice")], "consumer_byte_rate", remove=True), 13)
+    assert image.client_quotas == {}
+    assert image.offset == 13
+
+
+def test_a_type_named_twice_keeps_its_last_name_as_kafkas_map_does() -> None:
+    image = replay_all([quota([("user", "a"), ("user", "b")], "producer_byte_rate", 1)])
+    assert image.client_quotas == {(("user", "b"),): {"producer_byte_rate": 1}}
+
+
+def test_client_quotas_are_copy_on_write_and_shared_by_copies() -> None:
+    original = replay_all([quota([("user", "alice")], "producer_byte_rate", 1)])
+    held = original.client_quotas
+    inner = held[(("user", "alice"),)]
+    duplicate = original.copy()
+    assert duplicate.client_quotas is held
+    duplicate.replay(quota([("user", "alice")], "producer_byte_rate", 2), duplicate.offset + 1)
+    assert duplicate.client_quotas is not held
+    assert held == {(("user", "alice"),): {"producer_byte_rate": 1}}
+    assert inner == {"producer_byte_rate": 1}
+    assert original.client_quotas is held
+    original.replay(NoOpRecord(), original.offset + 1)
+    assert original.client_quotas is held
 
 
 # Offsets -------------------------------------------------------------------------
@@ -1153,6 +1226,19 @@ def _acl_record(draw: st.DrawFn, image: MetadataImage) -> object:
     )
 
 
+def _quota_record(draw: st.DrawFn, image: MetadataImage) -> object:
+    types = draw(st.lists(st.sampled_from(["user", "client-id", "ip"]), unique=True, max_size=2))
+    return ClientQuotaRecord(
+        entity=[
+            QuotaEntityData(entity_type=t, entity_name=draw(st.sampled_from([None, "a", "b"])))
+            for t in types
+        ],
+        key=draw(st.sampled_from(["producer_byte_rate", "request_percentage"])),
+        value=draw(st.floats(0, 1e6, allow_nan=False)),
+        remove=draw(st.booleans()),
+    )
+
+
 def _new_topic(draw: st.DrawFn, image: MetadataImage) -> object:
     name = draw(_NAMES)
     topic_id = uuid.UUID(int=draw(st.integers(1, 12)))
@@ -1201,6 +1287,7 @@ def valid_logs(draw: st.DrawFn, max_records: int = 40) -> list[tuple[object, int
             _unmodelled,
             _scram_record,
             _acl_record,
+            _quota_record,
         ]
         if image.topics_by_id:
             builders += [_new_partition, _remove_topic]
@@ -1232,6 +1319,7 @@ def assert_consistent(image: MetadataImage) -> None:
         for partition in topic.partitions.values():
             assert len(partition.directories) == len(partition.replicas)
     assert all(values for values in image.configs.values())
+    assert all(values for values in image.client_quotas.values())
     assert all(level != 0 for level in image.features.values())
 
 

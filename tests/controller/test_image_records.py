@@ -29,6 +29,7 @@ from odradek.core.errors import DecodeError, InvariantError
 from odradek.protocol.metadata import (
     AccessControlEntryRecord,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     DelegationTokenRecord,
     FeatureLevelRecord,
@@ -41,6 +42,7 @@ from odradek.protocol.metadata import (
     TopicRecord,
     UserScramCredentialRecord,
 )
+from odradek.protocol.metadata.client_quota_record import EntityData as QuotaEntityData
 from odradek.protocol.metadata.register_broker_record import BrokerEndpoint
 from odradek.protocol.metadata_record import encode_metadata_record
 from tests.controller.test_image import (
@@ -419,6 +421,47 @@ def _reordered(image: MetadataImage) -> MetadataImage:
         next_producer_id=image.next_producer_id,
         scram_credentials=reverse(image.scram_credentials),
         acls=reverse(dict(image.acls)),
+        client_quotas={
+            entity: reverse(values)
+            for entity, values in reversed(list(image.client_quotas.items()))
+        },
+    )
+
+
+def test_client_quotas_are_written_by_entity_default_first_then_by_key() -> None:
+    entities: list[list[tuple[str, str | None]]] = [
+        [("user", "bob")],
+        [("user", None)],
+        [("user", "alice"), ("client-id", "app")],
+        [("client-id", None), ("user", "alice")],
+        [("ip", "10.0.0.1")],
+    ]
+    records = [
+        ClientQuotaRecord(
+            entity=[QuotaEntityData(entity_type=t, entity_name=n) for t, n in entity],
+            key=key,
+            value=value,
+        )
+        for entity in entities
+        for key, value in (("request_percentage", 5.5), ("producer_byte_rate", 1024.0))
+    ]
+    image = replay_all(records)
+    written = [r for r in image_records(image) if isinstance(r, ClientQuotaRecord)]
+    assert [
+        ([(e.entity_type, e.entity_name) for e in r.entity], r.key, r.value) for r in written
+    ] == [
+        (entity, key, value)
+        for entity in (
+            [("client-id", None), ("user", "alice")],
+            [("client-id", "app"), ("user", "alice")],
+            [("ip", "10.0.0.1")],
+            [("user", None)],
+            [("user", "bob")],
+        )
+        for key, value in (("producer_byte_rate", 1024.0), ("request_percentage", 5.5))
+    ]
+    assert decode_image_records(encode_image_records(image), 7) == dataclasses.replace(
+        image, offset=7
     )
 
 

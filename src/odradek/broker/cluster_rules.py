@@ -13,6 +13,8 @@ from odradek.broker.handlers import Route
 from odradek.broker.state import BrokerState
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
     AlterUserScramCredentialsRequest,
@@ -23,6 +25,8 @@ from odradek.protocol.messages import (
     DeleteAclsResponse,
     DescribeAclsRequest,
     DescribeAclsResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
     DescribeClusterRequest,
     DescribeClusterResponse,
     DescribeLogDirsRequest,
@@ -38,6 +42,7 @@ from odradek.protocol.messages import (
     UnregisterBrokerRequest,
     UnregisterBrokerResponse,
 )
+from odradek.protocol.messages import alter_client_quotas_response as alter_quotas
 from odradek.protocol.messages.alter_user_scram_credentials_response import (
     AlterUserScramCredentialsResult,
 )
@@ -50,6 +55,7 @@ __all__ = ["CLUSTER_RULES", "guard_routes"]
 _DENIED: Final = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 _MESSAGE: Final = "Cluster authorization failed."
 _DESCRIBE, _ALTER = AclOperation.DESCRIBE, AclOperation.ALTER
+_DESCRIBE_CONFIGS, _ALTER_CONFIGS = AclOperation.DESCRIBE_CONFIGS, AclOperation.ALTER_CONFIGS
 
 
 def _alter_scram(body: Any) -> AlterUserScramCredentialsResponse:
@@ -58,6 +64,22 @@ def _alter_scram(body: Any) -> AlterUserScramCredentialsResponse:
         results=[
             AlterUserScramCredentialsResult(user=u, error_code=_DENIED, error_message=_MESSAGE)
             for u in users
+        ]
+    )
+
+
+def _alter_quotas(body: Any) -> AlterClientQuotasResponse:
+    return AlterClientQuotasResponse(
+        entries=[
+            alter_quotas.EntryData(
+                error_code=_DENIED,
+                error_message=_MESSAGE,
+                entity=[
+                    alter_quotas.EntityData(entity_type=e.entity_type, entity_name=e.entity_name)
+                    for e in entry.entity
+                ],
+            )
+            for entry in body.entries
         ]
     )
 
@@ -112,8 +134,15 @@ CLUSTER_RULES: Final[dict[int, ClusterRule]] = {
             ]
         ),
     ),
+    DescribeClientQuotasRequest.API_KEY: ClusterRule(
+        _DESCRIBE_CONFIGS,
+        lambda _: DescribeClientQuotasResponse(
+            error_code=_DENIED, error_message=_MESSAGE, entries=None
+        ),
+    ),
+    AlterClientQuotasRequest.API_KEY: ClusterRule(_ALTER_CONFIGS, _alter_quotas),
 }
-"""Every API the broker listener serves that needs DESCRIBE or ALTER on the cluster."""
+"""Every API the broker listener serves that needs one operation on the cluster."""
 
 
 def guard_routes(state: BrokerState, routes: list[Route]) -> list[Route]:

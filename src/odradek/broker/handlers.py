@@ -15,6 +15,7 @@ from typing import Any
 
 from odradek.broker import (
     acl_requests,
+    client_quotas,
     cluster,
     config_requests,
     elect_leaders,
@@ -36,6 +37,7 @@ from odradek.broker.server_config import ServerConfig
 from odradek.broker.state import BrokerState
 from odradek.coordinator import API_VERSIONS as GROUP_API_VERSIONS
 from odradek.protocol.messages import (
+    AlterClientQuotasRequest,
     AlterConfigsRequest,
     AlterPartitionReassignmentsRequest,
     AlterUserScramCredentialsRequest,
@@ -46,6 +48,7 @@ from odradek.protocol.messages import (
     DeleteRecordsRequest,
     DeleteTopicsRequest,
     DescribeAclsRequest,
+    DescribeClientQuotasRequest,
     DescribeClusterRequest,
     DescribeConfigsRequest,
     DescribeLogDirsRequest,
@@ -201,6 +204,16 @@ def broker_routes(
             DeleteAclsRequest.API_KEY,
             acl_requests.DELETE_VERSIONS,
             partial(acl_requests.handle_delete_acls, s),
+        ),
+        (
+            DescribeClientQuotasRequest.API_KEY,
+            client_quotas.DESCRIBE_VERSIONS,
+            partial(client_quotas.handle_describe_client_quotas, s),
+        ),
+        (
+            AlterClientQuotasRequest.API_KEY,
+            client_quotas.ALTER_VERSIONS,
+            partial(client_quotas.handle_alter_client_quotas, s),
         ),
     ]
     routes += [

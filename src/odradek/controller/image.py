@@ -7,7 +7,8 @@ just an image written out at an offset.
 
 The rules follow Kafka's image builders (``TopicsDelta``/``TopicDelta``,
 ``PartitionRegistration.merge``, ``ClusterDelta``, ``ConfigurationsDelta``,
-``FeaturesDelta``, ``ProducerIdsDelta``, ``ScramDelta``, ``AclsDelta``):
+``FeaturesDelta``, ``ProducerIdsDelta``, ``ScramDelta``, ``AclsDelta``,
+``ClientQuotasDelta``):
 
 * ``TopicRecord`` creates a topic with no partitions.
 * ``PartitionRecord`` adds a partition or replaces it whole.
@@ -27,12 +28,16 @@ The rules follow Kafka's image builders (``TopicsDelta``/``TopicDelta``,
 * ``AccessControlEntryRecord`` adds one ACL under its id (an id already present is
   replaced, as Kafka's controller and image do); ``RemoveAccessControlEntryRecord``
   removes it by id (see :attr:`MetadataImage.acls`).
+* ``ClientQuotaRecord`` sets one quota key of one client-quota entity, or with
+  ``remove`` removes it; an entity left with no keys disappears (see
+  :attr:`MetadataImage.client_quotas`). Like Kafka's replay it takes any entity and
+  key, and a removal of a key that is not there changes nothing.
 * ``NoOpRecord`` only advances the offset.
 
 Records the image does not model are applied as offset-only, without error:
-``DelegationTokenRecord``, ``RemoveDelegationTokenRecord``, ``ClientQuotaRecord``,
-``BeginTransactionRecord``, ``EndTransactionRecord``, ``AbortTransactionRecord``,
-``ZkMigrationStateRecord`` and ``RegisterControllerRecord`` (controller registrations).
+``DelegationTokenRecord``, ``RemoveDelegationTokenRecord``, ``BeginTransactionRecord``,
+``EndTransactionRecord``, ``AbortTransactionRecord``, ``ZkMigrationStateRecord`` and
+``RegisterControllerRecord`` (controller registrations).
 
 A record that contradicts the image (a change to a topic, partition or broker that does
 not exist, a stale broker epoch, the removal of a SCRAM credential or an ACL that does
@@ -46,7 +51,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar, cast
 
@@ -83,6 +88,7 @@ from odradek.protocol.metadata import (
 T = TypeVar("T")
 
 __all__ = [
+    "CLIENT_QUOTA_ENTITY_TYPES",
     "CONFIG_RESOURCE_BROKER",
     "CONFIG_RESOURCE_TOPIC",
     "LEADER_RECOVERY_RECOVERED",
@@ -97,7 +103,9 @@ __all__ = [
     "Endpoint",
     "MetadataImage",
     "PartitionImage",
+    "QuotaEntity",
     "TopicImage",
+    "quota_entity",
 ]
 
 NO_LEADER = -1
@@ -125,6 +133,14 @@ CONFIG_RESOURCE_BROKER = 4
 
 _METADATA_VERSION = "metadata.version"
 
+QuotaEntity = tuple[tuple[str, str | None], ...]
+"""A client-quota entity: its ``(entity type, name)`` pairs sorted by type, the name
+None for the type's default entity (Kafka's ``ClientQuotaEntity``, ``<default>`` in
+its tools). ``(("client-id", None), ("user", "alice"))`` is alice's default client."""
+
+CLIENT_QUOTA_ENTITY_TYPES = ("user", "client-id", "ip")
+"""The entity types Kafka's controller accepts in a client-quota entity."""
+
 # BrokerRegistrationChangeRecord's tri-state bytes and what each one sets.
 # fenced: 1 fence, 0 no change, -1 unfence (BrokerRegistrationFencingChange).
 _FENCING_CHANGE: dict[int, bool | None] = {1: True, 0: None, -1: False}
@@ -135,7 +151,6 @@ _CONTROLLED_SHUTDOWN_CHANGE: dict[int, bool | None] = {0: None, 1: True}
 UNMODELLED_RECORDS: tuple[type, ...] = (
     DelegationTokenRecord,
     RemoveDelegationTokenRecord,
-    ClientQuotaRecord,
     BeginTransactionRecord,
     EndTransactionRecord,
     AbortTransactionRecord,
@@ -240,18 +255,32 @@ class MetadataImage:
     carries them (:func:`odradek.security.acls.binding_from_record` makes a binding of
     one).
 
-    Copy-on-write, unlike every other part: replay never changes this mapping, it puts a
-    new one in its place when an ACL record is applied, and :meth:`copy` shares it. So its
-    identity changes exactly when the ACLs do, and a reader may cache what it derives
-    from it (the authorizer's index) on that identity; and copying an image costs nothing
-    for its ACLs, however many there are. Never change it, or its records, in place."""
+    Copy-on-write, unlike every other part but :attr:`client_quotas`: replay never
+    changes this mapping, it puts a new one in its place when an ACL record is applied,
+    and :meth:`copy` shares it. So its identity changes exactly when the ACLs do, and a
+    reader may cache what it derives from it (the authorizer's index) on that identity;
+    and copying an image costs nothing for its ACLs, however many there are. Never
+    change it, or its records, in place."""
+    client_quotas: Mapping[QuotaEntity, dict[str, float]] = field(default_factory=dict)
+    """``entity -> {quota key: value}`` (Kafka's ``ClientQuotasImage``): every entity
+    (see :data:`QuotaEntity`) with at least one quota, such as ``producer_byte_rate``,
+    ``consumer_byte_rate``, ``request_percentage`` and ``controller_mutation_rate`` for
+    users and client ids, or ``connection_creation_rate`` for an ip. Never holds an
+    empty dict.
+
+    Copy-on-write like :attr:`acls`, and copying shares it the same way: a
+    ``ClientQuotaRecord`` puts a new mapping (and a new dict for the entity it changes)
+    in place of the old. So a reader (the broker's quota manager) may rebuild what it
+    derives from the quotas exactly when this mapping's identity changes. Never change
+    it, or its dicts, in place."""
 
     def copy(self) -> MetadataImage:
         """An independent image: replaying onto either never changes the other.
 
         Partition and broker images are shared, because replay replaces them rather
-        than changing them; every dict replay writes into is copied. :attr:`acls` is
-        shared as it is, because replay never writes into it (copy-on-write).
+        than changing them; every dict replay writes into is copied. :attr:`acls` and
+        :attr:`client_quotas` are shared as they are, because replay never writes into
+        them (copy-on-write).
         """
         topics_by_id = {
             topic_id: TopicImage(topic.name, topic.topic_id, dict(topic.partitions))
@@ -271,6 +300,8 @@ class MetadataImage:
             # (copy-on-write, see `acls`), so a copy's replay cannot reach the original,
             # and the identity of `acls` stays the same until an ACL changes.
             acls=self.acls,
+            # Shared for the same reason (copy-on-write, see `client_quotas`).
+            client_quotas=self.client_quotas,
         )
 
     def replay(self, record: object, offset: int) -> None:
@@ -348,6 +379,8 @@ class MetadataImage:
                 acls = dict(self.acls)  # a copy in C: far faster than a comprehension
                 del acls[record.id]
                 self.acls = acls
+            case ClientQuotaRecord():
+                self._replay_client_quota(record)
             case NoOpRecord():
                 pass
             case _:
@@ -410,6 +443,28 @@ class MetadataImage:
         if not values:
             # Kafka's ConfigurationsDelta drops a resource that has no keys left.
             del self.configs[resource]
+
+    # Client quotas ------------------------------------------------------------
+
+    def _replay_client_quota(self, record: ClientQuotaRecord) -> None:
+        # Kafka's replay (ClientQuotaControlManager, ClientQuotasDelta) takes the entity
+        # as a map from type to name, so a type named twice keeps its last name; it
+        # accepts any type and key, and a removal of a missing key changes nothing.
+        entity = quota_entity((data.entity_type, data.entity_name) for data in record.entity)
+        current = self.client_quotas.get(entity, {})
+        if record.remove:
+            if record.key not in current:
+                return
+            values = {key: value for key, value in current.items() if key != record.key}
+        else:
+            values = {**current, record.key: record.value}
+        # Copy-on-write (see `client_quotas`): new mappings, never a change in place.
+        quotas = dict(self.client_quotas)
+        if values:
+            quotas[entity] = values
+        else:
+            del quotas[entity]
+        self.client_quotas = quotas
 
     # Brokers ------------------------------------------------------------------
 
@@ -475,6 +530,12 @@ class MetadataImage:
             self.features.pop(record.name, None)
         else:
             self.features[record.name] = record.feature_level
+
+
+def quota_entity(pairs: Iterable[tuple[str, str | None]]) -> QuotaEntity:
+    """The :data:`QuotaEntity` of ``(entity type, name)`` pairs: sorted by type, a type
+    given twice keeping its last name (as Kafka's map from type to name does)."""
+    return tuple(sorted(dict(pairs).items(), key=lambda pair: pair[0]))
 
 
 def _present(value: T | None, message: str) -> T:

@@ -8,7 +8,8 @@ it the record values.
 The records come in the order of Kafka's ``MetadataImage.write``: features
 (``metadata.version`` first, because a reader may need it to decode what follows),
 brokers, topics with their partitions, configs, producer ids, SCRAM credentials (by
-mechanism type, then user name), ACLs (by id). Kafka walks hash maps inside each part;
+mechanism type, then user name), ACLs (by id), client quotas (by entity, a default name
+before any other, then by key). Kafka walks hash maps inside each part;
 we sort instead, so that two nodes holding equal images write
 byte-identical snapshots whatever order their dicts were filled in.
 
@@ -16,7 +17,7 @@ Each record is written in the highest version its schema defines, because the im
 does not track which ``metadata.version`` it would have to stay readable by.
 
 What the image does not hold cannot be written: a snapshot made here carries no
-delegation tokens, client quotas or controller registrations (the
+delegation tokens or controller registrations (the
 records :data:`~odradek.controller.image.UNMODELLED_RECORDS` lists), and no supported
 feature ranges or ZooKeeper-migration flag for brokers.
 """
@@ -27,10 +28,11 @@ import dataclasses
 import uuid
 from collections.abc import Sequence
 
-from odradek.controller.image import BrokerImage, MetadataImage, PartitionImage
+from odradek.controller.image import BrokerImage, MetadataImage, PartitionImage, QuotaEntity
 from odradek.core.errors import InvariantError
 from odradek.core.invariant import invariant
 from odradek.protocol.metadata import (
+    ClientQuotaRecord,
     ConfigRecord,
     FeatureLevelRecord,
     PartitionRecord,
@@ -39,6 +41,7 @@ from odradek.protocol.metadata import (
     TopicRecord,
     UserScramCredentialRecord,
 )
+from odradek.protocol.metadata.client_quota_record import EntityData
 from odradek.protocol.metadata.register_broker_record import BrokerEndpoint
 from odradek.protocol.metadata_record import (
     MetadataRecord,
@@ -104,7 +107,22 @@ def image_records(image: MetadataImage) -> list[MetadataRecord]:
     # The image holds each ACL as the record that added it; a new record per ACL keeps
     # the snapshot's values apart from the image's (which it must never change).
     records += [dataclasses.replace(image.acls[acl_id]) for acl_id in sorted(image.acls)]
+    for entity in sorted(image.client_quotas, key=_entity_order):
+        quotas = image.client_quotas[entity]
+        records += [
+            ClientQuotaRecord(
+                entity=[EntityData(entity_type=kind, entity_name=name) for kind, name in entity],
+                key=key,
+                value=quotas[key],
+            )
+            for key in sorted(quotas)
+        ]
     return records
+
+
+def _entity_order(entity: QuotaEntity) -> tuple[tuple[str, bool, str], ...]:
+    # A default name (None) cannot be compared with a name: it sorts before every name.
+    return tuple((kind, name is not None, name or "") for kind, name in entity)
 
 
 def encode_image_records(image: MetadataImage) -> list[bytes]:
