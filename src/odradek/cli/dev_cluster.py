@@ -14,27 +14,38 @@ This module owns three things:
 Each node is its own OS process, not a task in this one, so that the cluster behaves
 like a real one: a node can be killed, stopped or restarted by itself, and its log
 (``DIR/node-i/node.log``) is its own.
+
+With ``--secure`` (:class:`SecureSettings`, which ``odradek verify --security sasl_ssl``
+uses too) every listener is SASL_SSL: a CA and one certificate per node made here, PLAIN
+for the nodes' own logins (user ``broker``), SCRAM-SHA-512 for clients (user ``admin``,
+bootstrapped with ``--add-scram``), the StandardAuthorizer with both as super users, and
+the client settings written next to the data.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import secrets
 import selectors
 import signal
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import FrameType
 from typing import IO
 
 import click
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from odradek.broker.server_config import ServerConfig
+from odradek.cli.certificates import Issued, cn, issue, make_ca
 from odradek.cli.ports import free_port
 from odradek.core.errors import ConfigError, CorruptLogError
 from odradek.core.kafka_uuid import to_kafka_str
@@ -47,8 +58,207 @@ START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 LOG_TAIL_LINES = 30
 _BROKER_LISTENER = "PLAINTEXT"
+SECURE_LISTENER = "SASL_SSL"
 _CONTROLLER_LISTENER = "CONTROLLER"
 _NODE_DIR = re.compile(r"node-(\d+)")
+SECURITY_DIR = "security"
+CLIENT_PROPERTIES = "client.properties"
+CONTROLLER_PROPERTIES = "controller.properties"
+LIBRDKAFKA_PROPERTIES = "librdkafka.properties"
+NODE_USER = "broker"
+ADMIN_USER = "admin"
+CLIENT_MECHANISM = "SCRAM-SHA-512"
+AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+_PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
+_SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+@dataclass(frozen=True)
+class SecureSettings:
+    """A secured cluster's keys and logins, kept in ``directory``: ``ca.pem`` (and its
+    key), ``node-N.pem`` (each node's key and certificate), ``broker.password`` and
+    ``admin.password``; read again on a later start, so the certificates and passwords
+    stay those the data was formatted with."""
+
+    directory: str
+    broker_password: str
+    admin_password: str
+
+    @property
+    def ca_path(self) -> str:
+        return join(self.directory, "ca.pem")
+
+    def keystore_path(self, node_id: int) -> str:
+        return join(self.directory, f"node-{node_id}.pem")
+
+    def server_properties(self, node_id: int) -> str:
+        """The security keys of node ``node_id``, whose broker listener is named
+        :data:`SECURE_LISTENER` and controller listener ``CONTROLLER``."""
+        node_login = f'username="{NODE_USER}" password="{self.broker_password}"'
+        broker_users = f'user_{NODE_USER}="{self.broker_password}"'
+        # The controller listener takes PLAIN only (SCRAM's credentials are in the
+        # metadata log it serves); admin logs in there too, for the quorum commands.
+        controller_users = f'{broker_users} user_{ADMIN_USER}="{self.admin_password}"'
+        broker = SECURE_LISTENER.lower()
+        return (
+            f"listener.security.protocol.map={SECURE_LISTENER}:SASL_SSL,"
+            f"{_CONTROLLER_LISTENER}:SASL_SSL\n"
+            f"inter.broker.listener.name={SECURE_LISTENER}\n"
+            f"sasl.enabled.mechanisms=PLAIN,{CLIENT_MECHANISM}\n"
+            f"listener.name.{_CONTROLLER_LISTENER.lower()}.sasl.enabled.mechanisms=PLAIN\n"
+            "sasl.mechanism.inter.broker.protocol=PLAIN\n"
+            "sasl.mechanism.controller.protocol=PLAIN\n"
+            f"listener.name.{broker}.plain.sasl.jaas.config={_PLAIN_MODULE} required "
+            f"{node_login} {broker_users};\n"
+            f"listener.name.{_CONTROLLER_LISTENER.lower()}.plain.sasl.jaas.config="
+            f"{_PLAIN_MODULE} required {node_login} {controller_users};\n"
+            "ssl.keystore.type=PEM\n"
+            f"ssl.keystore.location={self.keystore_path(node_id)}\n"
+            "ssl.truststore.type=PEM\n"
+            f"ssl.truststore.location={self.ca_path}\n"
+            f"authorizer.class.name={AUTHORIZER}\n"
+            f"super.users=User:{ADMIN_USER};User:{NODE_USER}\n"
+        )
+
+    def add_scram(self) -> str:
+        """The ``--add-scram`` value that gives clients their login."""
+        return f"{CLIENT_MECHANISM}=[name={ADMIN_USER},password={self.admin_password}]"
+
+    def client_properties(self, bootstrap: str | None = None) -> str:
+        """For ``--command-config`` (odradek's commands, Kafka's Java tools)."""
+        return (
+            "# Written by odradek dev --secure (or odradek verify): the admin's login.\n"
+            + (f"bootstrap.servers={bootstrap}\n" if bootstrap else "")
+            + "security.protocol=SASL_SSL\n"
+            f"sasl.mechanism={CLIENT_MECHANISM}\n"
+            f'sasl.jaas.config={_SCRAM_MODULE} required username="{ADMIN_USER}" '
+            f'password="{self.admin_password}";\n'
+            "ssl.truststore.type=PEM\n"
+            f"ssl.truststore.location={self.ca_path}\n"
+        )
+
+    def controller_properties(self, bootstrap_controllers: str | None = None) -> str:
+        """For the ``quorum`` commands, which reach the controller listener (PLAIN)."""
+        return (
+            "# Written by odradek dev --secure (or odradek verify): the admin's login to\n"
+            "# the controller listener, for odradek quorum --command-config.\n"
+            + (f"bootstrap.controllers={bootstrap_controllers}\n" if bootstrap_controllers else "")
+            + "security.protocol=SASL_SSL\n"
+            "sasl.mechanism=PLAIN\n"
+            f'sasl.jaas.config={_PLAIN_MODULE} required username="{ADMIN_USER}" '
+            f'password="{self.admin_password}";\n'
+            "ssl.truststore.type=PEM\n"
+            f"ssl.truststore.location={self.ca_path}\n"
+        )
+
+    def librdkafka(self) -> dict[str, str]:
+        """The same login in librdkafka's keys (confluent-kafka, kcat ``-F``)."""
+        return {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": CLIENT_MECHANISM,
+            "sasl.username": ADMIN_USER,
+            "sasl.password": self.admin_password,
+            "ssl.ca.location": self.ca_path,
+        }
+
+
+def secure_settings(directory: str, hosts: Mapping[int, tuple[str, ...]]) -> SecureSettings:
+    """The settings kept in ``directory``, made (or completed) there first: a CA, a
+    certificate for each node naming its ``hosts``, and the two passwords."""
+    os.makedirs(directory, mode=0o700, exist_ok=True)
+    ca_path, ca_key_path = join(directory, "ca.pem"), join(directory, "ca-key.pem")
+    if os.path.exists(ca_path) and os.path.exists(ca_key_path):
+        ca = _load_issued(ca_path, ca_key_path)
+    else:
+        ca = make_ca(cn("Odradek dev CA"))
+        _write_secret(ca_key_path, ca.key_pem().decode())
+        _write_atomically(ca_path, ca.cert_pem.decode())
+    settings = SecureSettings(
+        directory, _password(join(directory, "broker.password")),
+        _password(join(directory, "admin.password")),
+    )  # fmt: skip
+    for node_id, names in hosts.items():
+        path = settings.keystore_path(node_id)
+        if not os.path.exists(path):
+            node = issue(ca, cn(f"node-{node_id}"), hosts=names)
+            _write_secret(path, (node.key_pem() + node.cert_pem).decode())
+    return settings
+
+
+def _load_issued(cert_path: str, key_path: str) -> Issued:
+    try:
+        with open(cert_path, "rb") as f:
+            certificate = x509.load_pem_x509_certificate(f.read())
+        with open(key_path, "rb") as f:
+            key = serialization.load_pem_private_key(f.read(), password=None)
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"cannot read the CA in {cert_path} and {key_path}: {e}") from None
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise ConfigError(f"{key_path}: not an EC private key")
+    return Issued(certificate, key)
+
+
+def _password(path: str) -> str:
+    """The password kept in ``path``, or a new random one written there."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            kept = f.read().strip()
+    except FileNotFoundError:
+        kept = ""
+    if kept:
+        return kept
+    # URL-safe base64: nothing a JAAS value in quotes or --add-scram would misread.
+    password = secrets.token_urlsafe(18)
+    _write_secret(path, password + "\n")
+    return password
+
+
+def _write_secret(path: str, text: str) -> None:
+    temporary = path + ".tmp"
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, path)
+
+
+def check_security_matches(root: str, secure: bool, formatted: bool) -> None:
+    """Refuse to start formatted data with other security than it was made with: a
+    cluster formatted without ``--secure`` has no admin credential, one formatted with
+    it keeps its listeners' names and logins."""
+    made_secure = os.path.exists(join(root, SECURITY_DIR, "admin.password"))
+    if formatted and secure and not made_secure:
+        raise ConfigError(
+            f"{root} was formatted without --secure (no admin credential in its metadata "
+            "log); run without --secure or choose another --dir"
+        )
+    if formatted and not secure and made_secure:
+        raise ConfigError(f"{root} was formatted with --secure; run with --secure")
+
+
+def write_client_files(
+    root: str, settings: SecureSettings, bootstrap: str | None, controllers: str | None
+) -> list[str]:
+    """Write the client settings into ``root``; the lines to print: the librdkafka
+    settings as properties (``bootstrap.servers`` follows once the nodes serve)."""
+    client = join(root, CLIENT_PROPERTIES)
+    controller = join(root, CONTROLLER_PROPERTIES)
+    librdkafka = join(root, LIBRDKAFKA_PROPERTIES)
+    _write_secret(client, settings.client_properties(bootstrap))
+    _write_secret(controller, settings.controller_properties(controllers))
+    pairs = settings.librdkafka()
+    if bootstrap:
+        pairs = {"bootstrap.servers": bootstrap, **pairs}
+    _write_secret(librdkafka, "".join(f"{k}={v}\n" for k, v in pairs.items()))
+    return [
+        "# odradek dev --secure: every listener SASL_SSL; clients log in as "
+        f"{ADMIN_USER} ({CLIENT_MECHANISM}).",
+        f"# odradek commands and Kafka's Java tools: --command-config {client}",
+        f"# odradek quorum commands (controller listener, PLAIN): --command-config {controller}",
+        f"# librdkafka (confluent-kafka; kcat -F {librdkafka}):",
+        *(f"{k}={v}" for k, v in settings.librdkafka().items()),
+    ]
 
 
 @dataclass(frozen=True)
@@ -58,8 +268,9 @@ class NodePlan:
     node_id: int
     directory: str  # DIR/node-i: its config, its log and its only log dir
     host: str
-    port: int  # the broker (PLAINTEXT) listener
+    port: int  # the broker (PLAINTEXT, or SASL_SSL with --secure) listener
     controller_port: int  # the CONTROLLER listener, recorded in the quorum's voter set
+    broker_listener: str = _BROKER_LISTENER
 
     @property
     def config_path(self) -> str:
@@ -75,7 +286,7 @@ class NodePlan:
 
     def listeners(self) -> str:
         return (
-            f"{_BROKER_LISTENER}://{_address(self.host, self.port)},"
+            f"{self.broker_listener}://{_address(self.host, self.port)},"
             f"{_CONTROLLER_LISTENER}://{self.controller_address}"
         )
 
@@ -84,10 +295,20 @@ class NodePlan:
 class ClusterPlan:
     nodes: tuple[NodePlan, ...]
     formatted: bool  # every node's dir holds data from an earlier run
+    security: SecureSettings | None = None  # --secure
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(_address(n.host, n.port) for n in self.nodes)
+
+    @property
+    def bootstrap_controllers(self) -> str:
+        return ",".join(n.controller_address for n in self.nodes)
 
     def server_properties(self, node: NodePlan) -> str:
         """The node's ``server.properties``, the file ``odradek server --config`` takes."""
         bootstrap = ",".join(n.controller_address for n in self.nodes)
+        secured = "" if self.security is None else self.security.server_properties(node.node_id)
         return (
             "# Written by odradek dev; odradek server --config takes the same file.\n"
             "process.roles=broker,controller\n"
@@ -95,7 +316,7 @@ class ClusterPlan:
             f"listeners={node.listeners()}\n"
             f"controller.listener.names={_CONTROLLER_LISTENER}\n"
             f"controller.quorum.bootstrap.servers={bootstrap}\n"
-            f"log.dirs={node.directory}\n"
+            f"log.dirs={node.directory}\n" + secured
         )
 
     def initial_controllers(self) -> str:
@@ -111,6 +332,8 @@ def plan_cluster(
     host: str,
     port: int,
     pick_port: Callable[[str], int] = free_port,
+    *,
+    secure: bool = False,
 ) -> ClusterPlan:
     """Plan N nodes in ``directory``; refuse a plan that the data there contradicts.
 
@@ -123,7 +346,8 @@ def plan_cluster(
         raise ValueError(f"a cluster plan needs two nodes or more, not {nodes}")
     root = os.path.abspath(directory)
     node_ids = range(1, nodes + 1)
-    existing = {i: _existing_listeners(join(root, f"node-{i}")) for i in node_ids}
+    broker_listener = SECURE_LISTENER if secure else _BROKER_LISTENER
+    existing = {i: _existing_listeners(join(root, f"node-{i}"), broker_listener) for i in node_ids}
     if port:
         if not 0 < port <= 65536 - 2 * nodes:
             last = port + 2 * nodes - 1
@@ -136,8 +360,11 @@ def plan_cluster(
             if i not in ports:
                 broker = _fresh_port(host, taken, pick_port)
                 ports[i] = (broker, _fresh_port(host, taken, pick_port))
-    plan = tuple(NodePlan(i, join(root, f"node-{i}"), host, *ports[i]) for i in node_ids)
+    plan = tuple(
+        NodePlan(i, join(root, f"node-{i}"), host, *ports[i], broker_listener) for i in node_ids
+    )
     formatted = _formatted_nodes(root)
+    check_security_matches(root, secure, bool(formatted))
     if formatted and formatted != set(node_ids):
         listed = ", ".join(f"node-{i}" for i in sorted(formatted))
         raise ConfigError(
@@ -158,7 +385,9 @@ def plan_cluster(
     return ClusterPlan(plan, bool(formatted))
 
 
-def _existing_listeners(node_dir: str) -> tuple[str, int, int] | None:
+def _existing_listeners(
+    node_dir: str, broker_listener: str = _BROKER_LISTENER
+) -> tuple[str, int, int] | None:
     """(host, broker port, controller port) from an earlier run's server.properties."""
     path = join(node_dir, "server.properties")
     try:
@@ -172,7 +401,7 @@ def _existing_listeners(node_dir: str) -> tuple[str, int, int] | None:
         listeners = {e.listener_name: e for e in ServerConfig.load(text).listeners}
     except ConfigError as e:
         raise ConfigError(f"{path}: {e}; fix or delete it") from None
-    broker = listeners.get(_BROKER_LISTENER)
+    broker = listeners.get(broker_listener)
     controller = listeners.get(_CONTROLLER_LISTENER)
     if broker is None or controller is None or not broker.port or not controller.port:
         return None  # not one of ours: plan this node afresh
@@ -214,9 +443,11 @@ def prepare(plan: ClusterPlan, add_scram: Sequence[str] = ()) -> None:
     # half-formatted cluster behind.
     for node in plan.nodes:
         configs.append(ServerConfig.load(plan.server_properties(node)))
+    # A secured node's file holds passwords: only its owner reads it.
+    write = _write_atomically if plan.security is None else _write_secret
     for node in plan.nodes:
         fs.makedirs(node.directory)
-        _write_atomically(node.config_path, plan.server_properties(node))
+        write(node.config_path, plan.server_properties(node))
     if plan.formatted:
         return
     cluster_id = to_kafka_str(uuid.uuid4())
@@ -324,12 +555,46 @@ class _NodeFailed(Exception):
         self.nodes = nodes
 
 
+def certificate_hosts(host: str) -> tuple[str, ...]:
+    """The names a dev node's certificate gives: its host, and loopback's."""
+    # certificates.issue takes an IPv4 address or a DNS name; an IPv6 --host is left
+    # out (clients checking the name then fail: use --host 127.0.0.1 or localhost).
+    return tuple(dict.fromkeys(h for h in (host, "localhost", "127.0.0.1") if ":" not in h))
+
+
+def secure_dev(
+    root: str, node_ids: Sequence[int], host: str, add_scram: Sequence[str]
+) -> tuple[SecureSettings, tuple[str, ...]]:
+    """``--secure``'s keys and logins in ``DIR/security``, and the ``--add-scram``
+    values a first format takes: the admin's credential and the user's."""
+    names = certificate_hosts(host)
+    settings = secure_settings(join(root, SECURITY_DIR), dict.fromkeys(node_ids, names))
+    return settings, (settings.add_scram(), *add_scram)
+
+
 def run_dev_cluster(
-    directory: str, nodes: int, host: str, port: int, *, add_scram: Sequence[str] = ()
+    directory: str,
+    nodes: int,
+    host: str,
+    port: int,
+    *,
+    add_scram: Sequence[str] = (),
+    secure: bool = False,
 ) -> None:
     """Run N nodes until Ctrl-C or SIGTERM; a node that fails stops them all."""
+    settings: SecureSettings | None = None
     try:
-        plan = plan_cluster(directory, nodes, host, port)
+        plan = plan_cluster(directory, nodes, host, port, secure=secure)
+        if secure:
+            root = os.path.abspath(directory)
+            settings, add_scram = secure_dev(root, [n.node_id for n in plan.nodes], host, add_scram)
+            plan = replace(plan, security=settings)
+            lines = write_client_files(
+                root, settings, plan.bootstrap_servers, plan.bootstrap_controllers
+            )
+            for line in lines:
+                click.echo(line)
+            sys.stdout.flush()
         prepare(plan, add_scram)
     except (ConfigError, CorruptLogError) as e:
         raise click.ClickException(str(e)) from None

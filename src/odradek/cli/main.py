@@ -14,6 +14,7 @@ import click
 
 from odradek import __version__
 from odradek.broker.server_config import ServerConfig
+from odradek.cli.acls import acls
 from odradek.cli.cluster import cluster
 from odradek.cli.dev_cluster import run_dev_cluster
 from odradek.cli.extras import missing_extra
@@ -21,6 +22,7 @@ from odradek.cli.partitions import partitions
 from odradek.cli.quarantine import quarantine
 from odradek.cli.quorum import quorum
 from odradek.cli.recover_quorum import recover_quorum
+from odradek.cli.users import users
 from odradek.cli.verify import verify
 from odradek.core.errors import ConfigError, CorruptLogError
 from odradek.core.kafka_uuid import from_kafka_str, to_kafka_str
@@ -76,43 +78,75 @@ def main() -> None:
     metavar="MECHANISM=[name=...,password=...]",
     help="A SCRAM credential to start with, as for storage format (first run only).",
 )
-def dev(nodes: int, directory: str, host: str, port: int, add_scram: tuple[str, ...]) -> None:
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="Every listener SASL_SSL (a CA made in the data dir), SCRAM-SHA-512 logins for "
+    "clients as admin, PLAIN for the nodes, the StandardAuthorizer; prints the client "
+    "settings and writes them into the data dir.",
+)
+def dev(
+    nodes: int, directory: str, host: str, port: int, add_scram: tuple[str, ...], secure: bool
+) -> None:
     """Run a local cluster for development, formatting its data dir the first time.
 
     Writes each node's server.properties into its data dir (the same file
     `odradek server --config` takes), prints ``bootstrap.servers=HOST:PORT,...`` once
     every node serves. Ctrl-C stops it cleanly; running it again restarts it from its
     data. One node runs in this process; more run as one `odradek server` process each.
+    With --secure the client settings come first (client.properties in the data dir).
     """
     if nodes < 1:
         raise click.UsageError("--nodes must be 1 or more")
     if nodes > 1:
-        run_dev_cluster(directory, nodes, host, port, add_scram=add_scram)
+        run_dev_cluster(directory, nodes, host, port, add_scram=add_scram, secure=secure)
         return
+    from odradek.cli import dev_cluster
+
     fs = RealFileSystem()
-    node_dir = join(os.path.abspath(directory), "node-1")
+    root = os.path.abspath(directory)
+    node_dir = join(root, "node-1")
     fs.makedirs(node_dir)
+    meta_path = join(node_dir, META_PROPERTIES)
     # The controller listener is recorded in the voter set, so it stays the same from
     # run to run: the one of the last run, else the next port, else any free one.
     controller_port = _previous_controller_port(join(node_dir, "server.properties"))
     if controller_port is None:
         controller_port = port + 1 if port else _free_port(host)
+    broker_listener, secured = "PLAINTEXT", ""
+    if secure:
+        broker_listener = dev_cluster.SECURE_LISTENER
+    try:
+        dev_cluster.check_security_matches(root, secure, fs.exists(meta_path))
+        if secure:
+            settings, add_scram = dev_cluster.secure_dev(root, [1], host, add_scram)
+            secured = settings.server_properties(1)
+            address = f"[{host}]" if ":" in host else host
+            lines = dev_cluster.write_client_files(
+                root, settings, f"{address}:{port}" if port else None,
+                f"{address}:{controller_port}",
+            )  # fmt: skip
+            for line in lines:
+                click.echo(line)
+    except ConfigError as e:
+        raise click.ClickException(str(e)) from None
     text = (
         "# Written by odradek dev; odradek server --config takes the same file.\n"
         "process.roles=broker,controller\n"
         "node.id=1\n"
-        f"listeners=PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}\n"
+        f"listeners={broker_listener}://{host}:{port},CONTROLLER://{host}:{controller_port}\n"
         "controller.listener.names=CONTROLLER\n"
         f"controller.quorum.bootstrap.servers={host}:{controller_port}\n"
-        f"log.dirs={node_dir}\n"
+        f"log.dirs={node_dir}\n" + secured
     )
     with open(join(node_dir, "server.properties"), "w", encoding="utf-8") as f:
+        if secure:  # the file holds passwords: only its owner reads it
+            os.fchmod(f.fileno(), 0o600)
         f.write(text)
     try:
         server_config = ServerConfig.load(text)
     except ConfigError as e:
         raise click.ClickException(str(e)) from None
-    meta_path = join(node_dir, META_PROPERTIES)
     try:
         if not fs.exists(meta_path):
             cluster_id = to_kafka_str(uuid.uuid4())
@@ -307,3 +341,5 @@ main.add_command(quarantine)
 main.add_command(partitions)
 main.add_command(recover_quorum)
 main.add_command(verify)
+main.add_command(acls)
+main.add_command(users)

@@ -55,6 +55,14 @@ __all__ = ["verify"]
     help="Run with min.insync.replicas=1 and unclean.leader.election.enable=true.",
 )
 @click.option(
+    "--security",
+    type=click.Choice(["plaintext", "sasl_ssl"]),
+    default="plaintext",
+    show_default=True,
+    help="sasl_ssl: every listener SASL_SSL with a CA made for the run, PLAIN for the "
+    "nodes, SCRAM-SHA-512 (bootstrapped with --add-scram) for the workload's clients.",
+)
+@click.option(
     "--json", "json_path", type=click.Path(dir_okay=False), help="Write the verdict here too."
 )
 @click.option(
@@ -71,6 +79,7 @@ def verify(
     nodes: int,
     controllers: int | None,
     unsafe: bool,
+    security: str,
     json_path: str | None,
     report_dir: str | None,
     inside_namespace: str | None,
@@ -119,6 +128,7 @@ def verify(
         brokers=nodes,
         controllers=controllers,
         unsafe=unsafe,
+        security=security,
         report_dir=report,
         json_path=None if json_path is None else Path(json_path).resolve(),
     )

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO
 
 from odradek.broker.server_config import ServerConfig
+from odradek.cli.dev_cluster import SECURE_LISTENER, SecureSettings
 from odradek.cli.verify.clocks import node_environment
 from odradek.cli.verify.disks import Disks
 from odradek.core.kafka_uuid import to_kafka_str
@@ -163,10 +164,16 @@ class NodeSet:
         disk_nodes: frozenset[int] = frozenset(),
         moving_clocks: bool = False,
         on_exit: ExitHandler | None = None,
+        security: SecureSettings | None = None,
+        controller_config: Path | None = None,
     ) -> None:
         """``disk_nodes`` get their data dir on a disk of ``disks`` (mounted here, before
-        they are formatted); with ``moving_clocks`` every node's wall clock can jump."""
+        they are formatted); with ``moving_clocks`` every node's wall clock can jump.
+        With ``security`` every listener is SASL_SSL (``--security sasl_ssl``), the
+        controllers formatted with the clients' SCRAM credential, and the quorum
+        commands log in with ``controller_config``."""
         self.topology = topology
+        self.controller_config = controller_config
         self.procs = {n.node_id: NodeProcess(n, root / n.name, on_exit) for n in topology.nodes}
         self.directory_ids = {n.node_id: to_kafka_str(uuid.uuid4()) for n in topology.controllers}
         cluster_id = to_kafka_str(uuid.uuid4())
@@ -181,11 +188,16 @@ class NodeSet:
                     raise ValueError("disk_nodes without disks")
                 disks.mount(proc.node.node_id, proc.dir / "data")
             text = topology.server_properties(proc.node, str(proc.dir / "data"), unsafe)
+            add_scram: tuple[str, ...] = ()
+            if security is not None:
+                text = secured_properties(text, proc.node, security)
+                add_scram = (security.add_scram(),) if proc.node.is_controller else ()
             proc.config.write_text(text)
             config = ServerConfig.load(text)
             format_node(
                 fs, config, cluster_id, now_ms=int(time.time() * 1000),
                 initial_controllers=initial if proc.node.is_controller else None,
+                add_scram=add_scram,
             )  # fmt: skip
 
     def start_all(self) -> None:
@@ -223,13 +235,18 @@ class NodeSet:
                 continue
             result = odradek(
                 "quorum", "describe", "--bootstrap-controller", node.controller_endpoint, "--json",
-                timeout_s=15,
+                *self._login(), timeout_s=15,
             )  # fmt: skip
             if result.returncode == 0:
                 leader = json.loads(result.stdout).get("leader_id")
                 if isinstance(leader, int) and leader >= 0:
                     return leader
         return None
+
+    def _login(self) -> tuple[str, ...]:
+        """The quorum commands' ``--command-config`` on a secured run."""
+        config = self.controller_config
+        return () if config is None else ("--command-config", str(config))
 
     def _via(self, avoid: int) -> str:
         """A controller other than ``avoid`` to send a voter change to (it follows the
@@ -242,13 +259,24 @@ class NodeSet:
         result = odradek(
             "quorum", "remove-controller", "--bootstrap-controller",
             self._via(node_id), "--controller-id", str(node_id),
-            "--controller-directory-id", self.directory_ids[node_id],
+            "--controller-directory-id", self.directory_ids[node_id], *self._login(),
         )  # fmt: skip
         return None if result.returncode == 0 else (result.stderr or result.stdout).strip()
 
     def add_voter(self, node_id: int) -> str | None:
         result = odradek(
             "quorum", "add-controller", "--bootstrap-controller",
-            self._via(node_id), "--config", str(self.procs[node_id].config),
+            self._via(node_id), "--config", str(self.procs[node_id].config), *self._login(),
         )  # fmt: skip
         return None if result.returncode == 0 else (result.stderr or result.stdout).strip()
+
+
+def secured_properties(text: str, node: Node, security: SecureSettings) -> str:
+    """``text`` (the topology's ``server.properties`` of ``node``) with its broker
+    listener SASL_SSL and the security keys of ``security`` added."""
+    plain = f"PLAINTEXT://{node.bootstrap}"
+    if node.is_broker:
+        if text.count(plain) != 1:
+            raise ValueError(f"{node.name}: no {plain} listener to secure in:\n{text}")
+        text = text.replace(plain, f"{SECURE_LISTENER}://{node.bootstrap}")
+    return text + security.server_properties(node.node_id)

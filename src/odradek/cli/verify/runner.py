@@ -24,8 +24,20 @@ from types import FrameType
 
 import click
 
-from odradek.cli.client import ClientSettings, ClusterClient, ConnectionFailed, parse_addresses
+from odradek.cli.client import (
+    ClientSettings,
+    ClusterClient,
+    ConnectionFailed,
+    client_settings,
+    parse_addresses,
+)
 from odradek.cli.cluster import HealthReport, gather_health
+from odradek.cli.dev_cluster import (
+    CLIENT_PROPERTIES,
+    CONTROLLER_PROPERTIES,
+    SecureSettings,
+    secure_settings,
+)
 from odradek.cli.verify.clocks import set_offset
 from odradek.cli.verify.disks import Disks
 from odradek.cli.verify.netns import PacketFilter
@@ -36,12 +48,14 @@ from odradek.cli.verify.workload import (
     TOPIC,
     GroupConsumer,
     Recorder,
+    Security,
     Writer,
     admin_client,
     create_topic,
     final_read,
     leaders,
 )
+from odradek.shell.peer_client import PLAINTEXT, ClientSecurity
 from odradek.verify import nemesis as n
 from odradek.verify.checker import Verdict, final_read_of, judge
 from odradek.verify.history import FAIL, INFO, INVOKE, NEMESIS, OK, Op, dumps
@@ -83,6 +97,42 @@ class RunOptions:
     partitions: int = 3
     writers: int = 3
     consumers: int = 2
+    security: str = "plaintext"
+    """``plaintext``, or ``sasl_ssl``: every listener SASL_SSL (see :class:`Secured`)."""
+
+
+SECURITY_CHOICES = ("plaintext", "sasl_ssl")
+
+
+@dataclass(frozen=True)
+class Secured:
+    """A run with ``--security sasl_ssl``: the nodes' keys and logins (a CA made for the
+    run, each node's certificate naming its address, PLAIN for the nodes, SCRAM-SHA-512
+    for the clients), the clients' settings in librdkafka's keys for the workload, and
+    the same login for the ``odradek`` commands and ``cluster health``."""
+
+    settings: SecureSettings
+    client_config: Path  # for --command-config (broker listener, SCRAM)
+    controller_config: Path  # for the quorum commands (controller listener, PLAIN)
+    commands: ClientSecurity
+
+    @staticmethod
+    def make(topology: Topology, folder: Path) -> Secured:
+        hosts = {node.node_id: (node.address,) for node in topology.nodes}
+        settings = secure_settings(str(folder / "security"), hosts)
+        client_config = folder / CLIENT_PROPERTIES
+        controller_config = folder / CONTROLLER_PROPERTIES
+        client_config.write_text(settings.client_properties(topology.bootstrap_servers))
+        controllers = ",".join(n.controller_endpoint for n in topology.controllers)
+        controller_config.write_text(settings.controller_properties(controllers))
+        commands = client_settings(
+            None, str(client_config), kind="broker", client_id="odradek-verify"
+        ).security
+        return Secured(settings, client_config, controller_config, commands)
+
+    @property
+    def workload(self) -> Security:
+        return self.settings.librdkafka()
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -113,16 +163,26 @@ def run_inside(opts: RunOptions) -> int:
     recorder: Recorder | None = None
     recorded: RecordedLoss | None = None
     watches: list[HealthWatch] = []
+    secured: Secured | None = None
+    if opts.security == "sasl_ssl":
+        secured = Secured.make(topology, opts.report_dir / "nodes")
+        say(f"every listener SASL_SSL; clients log in with {secured.client_config}")
+    security = None if secured is None else secured.workload
+    commands = PLAINTEXT if secured is None else secured.commands
     try:
         packets.heal()
         nodes = NodeSet(
             topology, opts.report_dir / "nodes", opts.unsafe,
             disks=disks, disk_nodes=frozenset(n.disk_nodes(faults)),
             moving_clocks=n.SCENARIOS[opts.scenario].jumps_clocks, on_exit=exits.exited,
+            security=None if secured is None else secured.settings,
+            controller_config=None if secured is None else secured.controller_config,
         )  # fmt: skip
         say(f"starting {len(topology.nodes)} nodes in {opts.report_dir / 'nodes'}")
         nodes.start_all()
-        create_topic(topology.bootstrap_servers, opts.partitions, min(3, opts.brokers), 60)
+        create_topic(
+            topology.bootstrap_servers, opts.partitions, min(3, opts.brokers), 60, security
+        )
         recorder = Recorder()
         exits.recorder = recorder
         watcher = ExitWatcher(nodes)
@@ -131,23 +191,25 @@ def run_inside(opts: RunOptions) -> int:
         # non-idempotent writers its recorded runs used (docs/verify.md, "Known problems").
         idempotent = topology.combined
         writers = [
-            Writer(i, topology.bootstrap_servers, opts.partitions, recorder, idempotent)
+            Writer(i, topology.bootstrap_servers, opts.partitions, recorder, idempotent, security)
             for i in range(opts.writers)
         ]
         consumers = [
-            GroupConsumer(i, topology.bootstrap_servers, recorder) for i in range(opts.consumers)
+            GroupConsumer(i, topology.bootstrap_servers, recorder, security)
+            for i in range(opts.consumers)
         ]
         for thread in [*writers, *consumers]:
             thread.start()
         nemesis = Nemesis(
-            topology, nodes, packets, recorder, opts.partitions, disks, exits, watches
-        )
+            topology, nodes, packets, recorder, opts.partitions, disks, exits, watches,
+            security, commands,
+        )  # fmt: skip
         nemesis.run(faults, n.fault_phase_s(opts.scenario, opts.time_s))
         healed_at = nemesis.heal_all()
         watches.append(
             HealthWatch(
                 topology.bootstrap_servers, recorder, "cluster", "healthy",
-                "healthy (cluster health) after the heal", healthy,
+                "healthy (cluster health) after the heal", healthy, commands,
             )
         )  # fmt: skip
         watches[-1].start()
@@ -163,10 +225,12 @@ def run_inside(opts: RunOptions) -> int:
         for thread in consumers:
             thread.join(30)
         say("final read")
-        final_read(topology.bootstrap_servers, opts.partitions, recorder, FINAL_READ_TIMEOUT_S)
+        final_read(
+            topology.bootstrap_servers, opts.partitions, recorder, FINAL_READ_TIMEOUT_S, security
+        )
         for watch in watches:
             watch.join(RECORD_WAIT_S)
-        recorded = recorded_loss(topology.bootstrap_servers)
+        recorded = recorded_loss(topology.bootstrap_servers, commands)
     finally:
         # A second Ctrl-C (or the outer process's SIGTERM after the terminal's SIGINT)
         # must not cut the cleanup short.
@@ -321,7 +385,9 @@ def duplicate_causes(
     return causes
 
 
-def recorded_loss(bootstrap_servers: str) -> RecordedLoss | None:
+def recorded_loss(
+    bootstrap_servers: str, security: ClientSecurity = PLAINTEXT
+) -> RecordedLoss | None:
     """What the cluster itself recorded (``cluster health``): at once when it has no
     unclean election; otherwise once every partition is fully replicated again and
     every unclean election has a loss report, or after
@@ -331,7 +397,7 @@ def recorded_loss(bootstrap_servers: str) -> RecordedLoss | None:
     first). None when no broker answers."""
     deadline = time.monotonic() + RECORD_WAIT_S
     while True:
-        report = _health(bootstrap_servers)
+        report = _health(bootstrap_servers, security)
         if report is None:
             return None
         elections = [e for _, e in report.unclean_elections]
@@ -427,8 +493,10 @@ class HealthWatch(threading.Thread):
         f: str,
         what: str,
         done: Callable[[HealthReport], bool],
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         super().__init__(name=f"health-{process}", daemon=True)
+        self.security = security
         self.bootstrap_servers = bootstrap_servers
         self.recorder = recorder
         self.process = process
@@ -441,7 +509,7 @@ class HealthWatch(threading.Thread):
         since = self.recorder.now()
         deadline = time.monotonic() + RECORD_WAIT_S
         while not self.stopping.is_set():
-            report = _health(self.bootstrap_servers)
+            report = _health(self.bootstrap_servers, self.security)
             if report is not None and self.done(report):
                 took = round(self.recorder.now() - since, 1)
                 self.recorder.add(
@@ -454,13 +522,12 @@ class HealthWatch(threading.Thread):
             self.stopping.wait(0.5)
 
 
-def _health(bootstrap_servers: str) -> HealthReport | None:
+def _health(bootstrap_servers: str, security: ClientSecurity = PLAINTEXT) -> HealthReport | None:
     """``cluster health`` asked of any broker that answers; None when none does. A client
     of its own each time: its connections belong to the event loop of one call, and
     the watchers ask from threads of their own."""
-    client = ClusterClient(
-        ClientSettings(parse_addresses(bootstrap_servers, "bootstrap.servers"), "odradek-verify")
-    )
+    addresses = parse_addresses(bootstrap_servers, "bootstrap.servers")
+    client = ClusterClient(ClientSettings(addresses, "odradek-verify", security=security))
     try:
         return client.run(lambda: gather_health(client))
     except ConnectionFailed:
@@ -483,6 +550,7 @@ def _write_report(
         "unsafe": opts.unsafe,
         "brokers": opts.brokers,
         "controllers": opts.controllers,
+        "security": opts.security,
         **verdict.to_json(),
         **aftermath.to_json(),
     }
@@ -499,6 +567,7 @@ def _write_report(
         max((op.time for op in ops), default=1.0),
         f"odradek verify --scenario {opts.scenario} --seed {opts.seed}"
         + (" --unsafe" if opts.unsafe else "")
+        + ("" if opts.security == "plaintext" else f" --security {opts.security}")
         + f": {'valid' if verdict.valid else 'INVALID'}",
     )
 
@@ -517,8 +586,11 @@ class Nemesis:
         disks: Disks,
         exits: ExitBook,
         watches: list[HealthWatch],
+        security: Security | None = None,
+        commands: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.topology = topology
+        self.commands = commands
         self.nodes = nodes
         self.packets = packets
         self.recorder = recorder
@@ -526,7 +598,7 @@ class Nemesis:
         self.disks = disks
         self.exits = exits
         self.watches = watches
-        self.admin = admin_client(topology.bootstrap_servers)
+        self.admin = admin_client(topology.bootstrap_servers, security)
         self.network = NetworkState()
         self.resolved: dict[int, int] = {}
         self.active: dict[int, tuple[n.Fault, int, str]] = {}
@@ -668,6 +740,7 @@ class Nemesis:
         watch = HealthWatch(
             self.topology.bootstrap_servers, self.recorder, proc.node.name, "rejoin",
             "back in every ISR after its restart on the repaired disk", in_every_isr(node_id),
+            self.commands,
         )  # fmt: skip
         self.watches.append(watch)
         watch.start()

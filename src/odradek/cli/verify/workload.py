@@ -5,7 +5,9 @@ Writers send unique values (``wN-M``) round-robin over the partitions with ``ack
 and idempotence on, several in flight each; every send is an ``invoke`` and its
 delivery report an ``ok`` (with the offset), ``fail`` or ``info`` (no answer in time).
 Consumers in one group poll and commit; after the faults are healed, one reader with
-no group reads every partition from its start to its high watermark.
+no group reads every partition from its start to its high watermark. Every client takes
+the run's ``security`` settings (librdkafka's keys: SASL_SSL with SCRAM-SHA-512 under
+``--security sasl_ssl``, none on PLAINTEXT).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import (
@@ -58,8 +60,13 @@ class Recorder:
             return list(self.ops)
 
 
-def _client_config(bootstrap: str) -> dict[str, Any]:
+Security = Mapping[str, str]
+"""librdkafka's security keys of a run (``security.protocol``, ``sasl.*``, ``ssl.*``)."""
+
+
+def _client_config(bootstrap: str, security: Security | None) -> dict[str, Any]:
     return {
+        **(security or {}),
         "bootstrap.servers": bootstrap,
         "socket.timeout.ms": 5000,
         "topic.metadata.refresh.interval.ms": 1000,
@@ -69,8 +76,14 @@ def _client_config(bootstrap: str) -> dict[str, Any]:
     }
 
 
-def create_topic(bootstrap: str, partitions: int, replication: int, timeout_s: float) -> None:
-    admin = AdminClient(_client_config(bootstrap))
+def create_topic(
+    bootstrap: str,
+    partitions: int,
+    replication: int,
+    timeout_s: float,
+    security: Security | None = None,
+) -> None:
+    admin = AdminClient(_client_config(bootstrap, security))
     deadline = time.monotonic() + timeout_s
     while True:
         futures = admin.create_topics(
@@ -105,8 +118,8 @@ def leaders(admin: AdminClient, partitions: int) -> dict[int, int | None]:
     return found
 
 
-def admin_client(bootstrap: str) -> AdminClient:
-    return AdminClient(_client_config(bootstrap))
+def admin_client(bootstrap: str, security: Security | None = None) -> AdminClient:
+    return AdminClient(_client_config(bootstrap, security))
 
 
 def _is_fatal(error: object) -> bool:
@@ -115,10 +128,17 @@ def _is_fatal(error: object) -> bool:
 
 class Writer(threading.Thread):
     def __init__(
-        self, index: int, bootstrap: str, partitions: int, recorder: Recorder, idempotent: bool
+        self,
+        index: int,
+        bootstrap: str,
+        partitions: int,
+        recorder: Recorder,
+        idempotent: bool,
+        security: Security | None = None,
     ) -> None:
         super().__init__(name=f"writer-{index}", daemon=True)
         self.idempotent = idempotent
+        self.security = security
         self.process = f"writer-{index}"
         self.bootstrap = bootstrap
         self.partitions = partitions
@@ -151,7 +171,7 @@ class Writer(threading.Thread):
         )
         return Producer(
             {
-                **_client_config(self.bootstrap),
+                **_client_config(self.bootstrap, self.security),
                 **delivery,
                 "acks": "all",
                 "enable.idempotence": self.idempotent,
@@ -239,7 +259,9 @@ class Writer(threading.Thread):
 
 
 class GroupConsumer(threading.Thread):
-    def __init__(self, index: int, bootstrap: str, recorder: Recorder) -> None:
+    def __init__(
+        self, index: int, bootstrap: str, recorder: Recorder, security: Security | None = None
+    ) -> None:
         super().__init__(name=f"consumer-{index}", daemon=True)
         self.process = f"consumer-{index}"
         self.recorder = recorder
@@ -247,7 +269,7 @@ class GroupConsumer(threading.Thread):
         self.generation = 0
         self.consumer = Consumer(
             {
-                **_client_config(bootstrap),
+                **_client_config(bootstrap, security),
                 "group.id": GROUP,
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
@@ -292,14 +314,18 @@ class GroupConsumer(threading.Thread):
 
 
 def final_read(
-    bootstrap: str, partitions: int, recorder: Recorder, timeout_s: float
+    bootstrap: str,
+    partitions: int,
+    recorder: Recorder,
+    timeout_s: float,
+    security: Security | None = None,
 ) -> dict[int, list[tuple[int, str]]] | None:
     """Every partition from its first offset to its high watermark, read until the high
     watermarks stop moving; None when that did not happen within ``timeout_s``."""
     recorder.add("final", INVOKE, "read")
     consumer = Consumer(
         {
-            **_client_config(bootstrap),
+            **_client_config(bootstrap, security),
             "group.id": f"verify-final-{uuid.uuid4()}",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
