@@ -17,7 +17,9 @@ says what becomes of it (Kafka's ``SaslServerAuthenticator``):
   ``connections.max.reauth.ms`` above 0 (KIP-368) the session has that lifetime, told to
   the client in SaslAuthenticate v1+; the client re-authenticates in band (a new
   SaslHandshake, same mechanism, same principal), and a request after the session has
-  expired closes the connection.
+  expired closes the connection. A mechanism whose credential expires (an OAUTHBEARER
+  token's ``exp``) bounds the session too, as Kafka does: the lifetime is the shorter
+  of the two, and with ``connections.max.reauth.ms`` at 0 the token's alone.
 
 Pure: frames and the time in, :data:`GateResult` out; the shell sends, delays and closes.
 """
@@ -30,7 +32,7 @@ from enum import Enum, auto
 from functools import partial
 from typing import Final
 
-from odradek.core.errors import RemoteProtocolError
+from odradek.core.errors import ConfigError, RemoteProtocolError
 from odradek.protocol.api import (
     RequestHeader,
     ResponseHeader,
@@ -48,6 +50,13 @@ from odradek.protocol.messages import (
 )
 from odradek.protocol.primitives import Reader, Records, Writer
 from odradek.security.mechanism import MechanismError, MechanismServer
+from odradek.security.oauthbearer import (
+    OAUTHBEARER,
+    JwksSettings,
+    KeySource,
+    OAuthBearerServer,
+    build_validator,
+)
 from odradek.security.plain import PlainServer
 from odradek.security.principal import KafkaPrincipal
 from odradek.security.sasl_keys import PLAIN, SaslListenerConfig
@@ -139,6 +148,8 @@ class SaslGate:
         self._handshake_version = 0
         self.principal: KafkaPrincipal | None = None
         self._expires_ms: int | None = None
+        self._lifetime_ms = 0
+        """The session lifetime told to the client (0: none)."""
 
     @property
     def authenticated(self) -> bool:
@@ -167,8 +178,8 @@ class SaslGate:
             return self._authenticate(payload, header, now_ms)
         if self._expires_ms is not None and now_ms >= self._expires_ms:
             return self._drop(
-                "the SASL session expired (connections.max.reauth.ms) and the client "
-                "did not re-authenticate"
+                "the SASL session expired (connections.max.reauth.ms, or the end of the "
+                "client's token) and the client did not re-authenticate"
             )
         if key == _API_VERSIONS or self.principal is not None:
             # Once authenticated, requests pass while the client re-authenticates too.
@@ -279,12 +290,11 @@ class SaslGate:
                 refusal,
                 server.claimed,
             )
-        lifetime = self._listener.max_reauth_ms
         return Answer(
             _encode(
                 header,
                 SaslAuthenticateResponse(
-                    auth_bytes=challenge, session_lifetime_ms=lifetime if lifetime > 0 else 0
+                    auth_bytes=challenge, session_lifetime_ms=self._lifetime_ms
                 ),
             )
         )
@@ -317,6 +327,13 @@ class SaslGate:
         self._state = _State.AUTHENTICATED
         self._server = None
         lifetime = self._listener.max_reauth_ms
+        credential: int | None = getattr(server, "credential_lifetime_ms", None)
+        if credential is not None:
+            # KIP-368: the credential's end bounds the session (at least 1 ms, since a
+            # lifetime of 0 would tell the client there is no end).
+            lifetime = min(lifetime, credential) if lifetime > 0 else credential
+            lifetime = max(lifetime, 1)
+        self._lifetime_ms = lifetime if lifetime > 0 else 0
         self._expires_ms = now_ms + lifetime if lifetime > 0 else None
         return None
 
@@ -357,19 +374,40 @@ def _encode(header: RequestHeader, body: object) -> list[Records]:
 ScramLookup = Callable[[ScramMechanism, str], ScramCredential | None]
 
 
-def sasl_listener(config: SaslListenerConfig, scram_credentials: ScramLookup) -> SaslListener:
+def sasl_listener(
+    config: SaslListenerConfig,
+    scram_credentials: ScramLookup,
+    *,
+    key_source: Callable[[JwksSettings], KeySource] | None = None,
+    clock: Callable[[], float] | None = None,
+) -> SaslListener:
     """The listener's mechanisms, each with its server side: PLAIN against the users of
     its JAAS config, SCRAM against ``scram_credentials`` (the metadata image's, read at
-    each login, so a credential changed in the metadata log counts at once)."""
+    each login, so a credential changed in the metadata log counts at once), OAUTHBEARER
+    with the listener's validator: ``key_source`` gives a JWKS's keys (the shell reads
+    them now; ConfigError names the key of a problem) and ``clock`` the wall clock in
+    seconds, both needed only for OAUTHBEARER."""
     users = config.plain_users
     factories: dict[str, Callable[[], MechanismServer]] = {}
     for name in config.mechanisms:
         if name == PLAIN:
             factories[name] = lambda: PlainServer(users)
+        elif name == OAUTHBEARER:
+            assert config.oauthbearer is not None
+            if clock is None or (
+                key_source is None and isinstance(config.oauthbearer, JwksSettings)
+            ):
+                raise ConfigError("OAUTHBEARER needs the shell's clock and JWKS reader")
+            validator = build_validator(config.oauthbearer, key_source or _no_jwks)
+            factories[name] = partial(OAuthBearerServer, validator, clock)
         else:
             mechanism = SCRAM_MECHANISMS[name]
             factories[name] = partial(_scram_server, mechanism, scram_credentials)
     return SaslListener(factories, config.max_reauth_ms)
+
+
+def _no_jwks(settings: JwksSettings) -> KeySource:
+    raise ConfigError("no JWKS reader given")
 
 
 def _scram_server(mechanism: ScramMechanism, lookup: ScramLookup) -> MechanismServer:

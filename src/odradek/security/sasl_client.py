@@ -4,8 +4,11 @@ has been checked. Pure; the connection that carries the tokens is the shell's.""
 
 from __future__ import annotations
 
+import json
 from typing import Protocol
 
+from odradek.security.mechanism import MechanismError
+from odradek.security.oauthbearer import OAUTHBEARER, initial_response, unsecured_token
 from odradek.security.plain import plain_token
 from odradek.security.sasl_keys import PLAIN, ClientCredentials
 from odradek.security.scram import MECHANISMS as SCRAM_MECHANISMS
@@ -54,7 +57,38 @@ class _ScramClient:
         return None
 
 
-def mechanism_client(credentials: ClientCredentials) -> MechanismClient:
+class _OAuthBearerClient:
+    """An unsecured token (Kafka's ``unsecuredLoginStringClaim_sub``), made at login."""
+
+    def __init__(self, credentials: ClientCredentials, now_s: float) -> None:
+        self._credentials = credentials
+        self._now_s = now_s
+        self._failed: str | None = None
+
+    def first(self) -> bytes:
+        c = self._credentials
+        return initial_response(unsecured_token(c.username, c.token_lifetime_s, self._now_s))
+
+    def next(self, challenge: bytes) -> bytes | None:
+        if self._failed is not None:
+            raise MechanismError(f"OAUTHBEARER token refused: {self._failed}")
+        if not challenge:
+            return None
+        # RFC 7628 3.2.2: an error challenge, to be answered %x01; the server's
+        # SaslAuthenticate answer to that carries the failure.
+        try:
+            status = json.loads(challenge).get("status", "?")
+        except (ValueError, AttributeError):
+            status = "?"
+        self._failed = str(status)
+        return b"\x01"
+
+
+def mechanism_client(credentials: ClientCredentials, now_s: float) -> MechanismClient:
+    """The client side of ``credentials``' mechanism; ``now_s`` (the wall clock, seconds)
+    stamps an unsecured OAUTHBEARER token."""
     if credentials.mechanism == PLAIN:
         return _PlainClient(credentials)
+    if credentials.mechanism == OAUTHBEARER:
+        return _OAuthBearerClient(credentials, now_s)
     return _ScramClient(credentials)

@@ -9,15 +9,19 @@ Kafka's keys, with Kafka's defaults and per-listener overrides
   with;
 * ``listener.name.<listener>.<mechanism>.sasl.jaas.config``: the mechanism's login
   module. For PLAIN its ``user_<name>`` options are the users the listener knows; for
-  every mechanism its ``username``/``password`` options are the node's own credentials
-  when it connects to that listener as a client;
+  PLAIN and SCRAM its ``username``/``password`` options are the node's own credentials
+  when it connects to that listener as a client; for OAUTHBEARER its options say how
+  unsecured tokens are checked (``security/oauthbearer.py``) and
+  ``unsecuredLoginStringClaim_sub`` names the principal of the node's own unsecured token;
+* ``listener.name.<listener>.oauthbearer.sasl.server.callback.handler.class`` and the
+  ``sasl.oauthbearer.*`` keys of KIP-768 (``security/oauthbearer.py``);
 * ``connections.max.reauth.ms`` (default 0, KIP-368),
   ``connection.failed.authentication.delay.ms`` (default 100, KIP-306) and
   ``sasl.server.max.receive.size`` (default 524288): read by the shell.
 
-Odradek serves PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512. GSSAPI (Kerberos) and
-delegation tokens are not built, so a SASL listener whose mechanism keys are left at
-GSSAPI stops the node at start naming the keys; so does OAUTHBEARER, for now.
+Odradek serves PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 and OAUTHBEARER. GSSAPI (Kerberos)
+and delegation tokens are not built, so a SASL listener whose mechanism keys are left at
+GSSAPI stops the node at start naming the keys.
 Pure: a mapping of properties in, values or :class:`ConfigError` out.
 """
 
@@ -30,10 +34,20 @@ from typing import Final
 
 from odradek.core.errors import ConfigError
 from odradek.security.jaas import (
+    OAUTHBEARER_LOGIN_MODULE,
     PLAIN_LOGIN_MODULE,
     SCRAM_LOGIN_MODULE,
     LoginModule,
     parse_jaas_config,
+)
+from odradek.security.oauthbearer import (
+    CALLBACK_HANDLER,
+    OAUTHBEARER,
+    OAUTHBEARER_KEYS,
+    JwksSettings,
+    UnsecuredSettings,
+    oauthbearer_settings,
+    validates_signed_tokens,
 )
 from odradek.security.plain import plain_users
 from odradek.security.scram import MECHANISMS as SCRAM_MECHANISMS
@@ -42,6 +56,7 @@ __all__ = [
     "CONTROLLER_MECHANISM",
     "ENABLED_MECHANISMS",
     "INTER_BROKER_MECHANISM",
+    "OAUTHBEARER",
     "SASL_JAAS_CONFIG",
     "SASL_KEYS",
     "SASL_MECHANISM",
@@ -77,7 +92,7 @@ SASL_KEYS: Final = frozenset(
     }
 )
 PLAIN: Final = "PLAIN"
-SUPPORTED_MECHANISMS: Final = (PLAIN, *SCRAM_MECHANISMS)
+SUPPORTED_MECHANISMS: Final = (PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER)
 _DEFAULT_MECHANISM: Final = "GSSAPI"
 _DEFAULTS: Final = {
     MAX_REAUTH_MS: 0,
@@ -91,13 +106,16 @@ _MECHANISM_JAAS: Final = re.compile(r"([a-z0-9-]+)\.sasl\.jaas\.config")
 def is_sasl_key(key: str) -> bool:
     """Whether ``key`` is read here: one of :data:`SASL_KEYS`, server-wide or for one
     listener, or a listener's mechanism's ``sasl.jaas.config``."""
-    if key in SASL_KEYS:
+    if key in SASL_KEYS or key in OAUTHBEARER_KEYS:
         return True
     match = _LISTENER_KEY.fullmatch(key)
     if match is None:
         return False
     rest = match.group(2)
-    return rest in SASL_KEYS or _MECHANISM_JAAS.fullmatch(rest) is not None
+    if rest in SASL_KEYS or _MECHANISM_JAAS.fullmatch(rest) is not None:
+        return True
+    mechanism, _, own = rest.partition(".")
+    return mechanism == OAUTHBEARER.lower() and (own in OAUTHBEARER_KEYS or own == CALLBACK_HANDLER)
 
 
 def jaas_key(listener: str, mechanism: str) -> str:
@@ -145,6 +163,8 @@ class SaslListenerConfig:
     max_reauth_ms: int
     failed_authentication_delay_ms: int
     max_receive_size: int
+    oauthbearer: UnsecuredSettings | JwksSettings | None = None
+    """How OAUTHBEARER tokens are checked, when the listener enables it."""
 
     @property
     def plain_users(self) -> dict[str, str]:
@@ -162,14 +182,20 @@ def sasl_listener_config(originals: Mapping[str, str], listener: str) -> SaslLis
     if not mechanisms:
         raise ConfigError(f"{source}: listener {listener} enables no SASL mechanism")
     modules: dict[str, LoginModule] = {}
+    oauthbearer: UnsecuredSettings | JwksSettings | None = None
     for mechanism in mechanisms:
         jaas = jaas_key(listener, mechanism)
-        expected = PLAIN_LOGIN_MODULE if mechanism == PLAIN else SCRAM_LOGIN_MODULE
+        expected = _login_module(mechanism)
         if jaas not in originals:
             if mechanism == PLAIN:
                 raise ConfigError(
                     f"{jaas} must be set: PLAIN's users are the {PLAIN_LOGIN_MODULE} "
                     'options user_<name>="<password>"'
+                )
+            if mechanism == OAUTHBEARER:
+                raise ConfigError(
+                    f"{jaas} must be set: {expected} required (with its "
+                    "unsecuredValidator* options for unsecured tokens);"
                 )
             continue  # SCRAM's users are in the metadata log
         module = parse_jaas_config(originals[jaas], jaas)
@@ -177,6 +203,8 @@ def sasl_listener_config(originals: Mapping[str, str], listener: str) -> SaslLis
             raise ConfigError(f"{jaas}: {mechanism} takes {expected}, not {module.class_name}")
         if mechanism == PLAIN and not plain_users(module.options):
             raise ConfigError(f'{jaas}: no user_<name>="<password>" option: no user could log in')
+        if mechanism == OAUTHBEARER:
+            oauthbearer = oauthbearer_settings(originals, listener, module, jaas)
         modules[mechanism] = module
     return SaslListenerConfig(
         listener=listener,
@@ -185,29 +213,63 @@ def sasl_listener_config(originals: Mapping[str, str], listener: str) -> SaslLis
         max_reauth_ms=_int(originals, listener, MAX_REAUTH_MS),
         failed_authentication_delay_ms=_int(originals, listener, FAILED_AUTHENTICATION_DELAY_MS),
         max_receive_size=_int(originals, listener, MAX_RECEIVE_SIZE),
+        oauthbearer=oauthbearer,
     )
 
 
 @dataclass(frozen=True)
 class ClientCredentials:
-    """A SASL client's login: its mechanism, user name and password."""
+    """A SASL client's login: its mechanism, user name and password. For OAUTHBEARER the
+    user name is the principal of an unsecured token (``unsecuredLoginStringClaim_sub``),
+    valid ``token_lifetime_s``, and there is no password."""
 
     mechanism: str
     username: str
     password: str
+    token_lifetime_s: int = 3600
 
     def __repr__(self) -> str:
         return f"ClientCredentials({self.mechanism!r}, {self.username!r}, password=...)"
 
 
+def _login_module(mechanism: str) -> str:
+    if mechanism == PLAIN:
+        return PLAIN_LOGIN_MODULE
+    return OAUTHBEARER_LOGIN_MODULE if mechanism == OAUTHBEARER else SCRAM_LOGIN_MODULE
+
+
 def _login(module: LoginModule, mechanism: str, key: str, purpose: str) -> ClientCredentials:
-    expected = PLAIN_LOGIN_MODULE if mechanism == PLAIN else SCRAM_LOGIN_MODULE
+    expected = _login_module(mechanism)
     if module.class_name != expected:
         raise ConfigError(f"{key}: {mechanism} takes {expected}, not {module.class_name}")
+    if mechanism == OAUTHBEARER:
+        return _unsecured_login(module, key, purpose)
     username, password = module.options.get("username"), module.options.get("password")
     if not username or password is None:
         raise ConfigError(f"{key}: needs username and password options, {purpose}")
     return ClientCredentials(mechanism, username, password)
+
+
+def _unsecured_login(module: LoginModule, key: str, purpose: str) -> ClientCredentials:
+    """Kafka's unsecured login (``OAuthBearerUnsecuredLoginCallbackHandler``): a token
+    with ``unsecuredLoginStringClaim_sub`` as its ``sub``, valid
+    ``unsecuredLoginLifetimeSeconds`` (3600)."""
+    sub = module.options.get("unsecuredLoginStringClaim_sub", "").strip()
+    if not sub:
+        raise ConfigError(
+            f"{key}: needs the unsecuredLoginStringClaim_sub option (the principal of an "
+            f"unsecured token), {purpose}; only unsecured OAUTHBEARER logins are built"
+        )
+    text = module.options.get("unsecuredLoginLifetimeSeconds", "3600").strip()
+    try:
+        lifetime = int(text)
+    except ValueError:
+        raise ConfigError(
+            f"{key}: unsecuredLoginLifetimeSeconds: {text!r} is not a number"
+        ) from None
+    if lifetime <= 0:
+        raise ConfigError(f"{key}: unsecuredLoginLifetimeSeconds: {lifetime} must be positive")
+    return ClientCredentials(OAUTHBEARER, sub, "", lifetime)
 
 
 def sasl_client_credentials(config: Mapping[str, str]) -> ClientCredentials:
@@ -215,10 +277,12 @@ def sasl_client_credentials(config: Mapping[str, str]) -> ClientCredentials:
     as Kafka's Java clients and tools read them."""
     mechanism = _supported(config.get(SASL_MECHANISM, _DEFAULT_MECHANISM).strip(), SASL_MECHANISM)
     if JAAS_CONFIG not in config:
-        raise ConfigError(
-            f"{JAAS_CONFIG} must be set: the {mechanism} login module with username and "
-            "password options"
+        what = (
+            "unsecuredLoginStringClaim_sub option"
+            if mechanism == OAUTHBEARER
+            else "username and password options"
         )
+        raise ConfigError(f"{JAAS_CONFIG} must be set: the {mechanism} login module with {what}")
     module = parse_jaas_config(config[JAAS_CONFIG], JAAS_CONFIG)
     return _login(module, mechanism, JAAS_CONFIG, "the credentials to log in with")
 
@@ -232,9 +296,21 @@ def client_credentials(
     ``password`` options on the listener."""
     mechanism = _supported(originals.get(mechanism_key, _DEFAULT_MECHANISM).strip(), mechanism_key)
     jaas = jaas_key(listener, mechanism)
-    if jaas not in originals:
+    if mechanism == OAUTHBEARER and validates_signed_tokens(originals, listener):
         raise ConfigError(
-            f"{jaas} must be set with username and password options: this node logs in to "
+            f"{mechanism_key} is OAUTHBEARER, but listener {listener} takes signed tokens "
+            "only (sasl.server.callback.handler.class) and this node cannot get one (an "
+            "OAuth login, sasl.login.callback.handler.class, is not built): let nodes log "
+            "in with another mechanism the listener enables, such as PLAIN"
+        )
+    if jaas not in originals:
+        what = (
+            "the unsecuredLoginStringClaim_sub option"
+            if mechanism == OAUTHBEARER
+            else "username and password options"
+        )
+        raise ConfigError(
+            f"{jaas} must be set with {what}: this node logs in to "
             f"listener {listener} with {mechanism} ({mechanism_key})"
         )
     module = parse_jaas_config(originals[jaas], jaas)

@@ -30,6 +30,7 @@ import logging
 import random
 import signal
 import ssl
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -68,6 +69,7 @@ from odradek.shell.group_commit import GroupCommit
 from odradek.shell.group_service import GroupService
 from odradek.shell.hosting import Hosting
 from odradek.shell.housekeeping import Housekeeping
+from odradek.shell.jwks import jwks_source
 from odradek.shell.limits import log_partition_capacity, raise_open_files_limit
 from odradek.shell.metadata_apply import (
     METADATA_TOPIC,
@@ -710,7 +712,9 @@ class Node:
         if sasl is None:
             return None
         return ServingSecurity(
-            sasl=sasl_listener(sasl, self._scram_credential),
+            sasl=sasl_listener(
+                sasl, self._scram_credential, key_source=jwks_source, clock=time.time
+            ),
             failed_authentication_delay_ms=sasl.failed_authentication_delay_ms,
             max_receive_size=sasl.max_receive_size,
         )

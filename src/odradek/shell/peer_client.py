@@ -19,6 +19,7 @@ import ipaddress
 import logging
 import ssl
 import struct
+import time
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -218,7 +219,7 @@ class PeerConnection:
                 f"{error_name(handshake.error_code)} (the listener offers "
                 f"{', '.join(handshake.mechanisms) or 'nothing'})"
             )
-        client = mechanism_client(credentials)
+        client = mechanism_client(credentials, time.time())
         token: bytes | None = client.first()
         lifetime_ms = 0
         try:
