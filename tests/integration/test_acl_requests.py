@@ -69,7 +69,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     )
     c.start()
     yield c
-    c.stop()
+    c.kill()
 
 
 def as_tuple(binding: AclBinding) -> Acl:
@@ -279,7 +279,7 @@ def test_acls_created_and_deleted_through_any_node_reach_every_node_and_persist(
     wait_everywhere(cluster, remaining)
 
     # Every node restarts: the ACLs come back from the metadata log alone.
-    cluster.stop()
+    cluster.kill()  # kill -9: what is committed must be there after any restart
     cluster.start()
     wait_everywhere(cluster, remaining)
     client = AdminClient({"bootstrap.servers": cluster.bootstrap})

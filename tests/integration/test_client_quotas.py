@@ -12,7 +12,6 @@ import socket
 import struct
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -29,12 +28,12 @@ from tests.integration.cluster import Cluster, ClusterNode
 Listing = dict[tuple[tuple[str, str | None], ...], dict[str, float]]
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path, 3)
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(tmp_path_factory.mktemp("quotas"), 3)
     c.start()
     yield c
-    c.stop()
+    c.kill()
 
 
 def _call(node: ClusterNode, request: object, api_key: int, version: int = 1) -> object:
@@ -124,6 +123,78 @@ def test_quotas_set_through_a_follower_reach_every_node_and_survive_restarts(
     expected[(("user", "alice"),)] = {"producer_byte_rate": 1048576.0}
     wait_everywhere(cluster, expected)
 
-    cluster.stop()
+    cluster.kill()  # kill -9: what is committed must be there after any restart
     cluster.start()
     wait_everywhere(cluster, expected)
+
+
+def test_a_producer_over_its_quota_is_throttled_and_loses_nothing(cluster: Cluster) -> None:
+    """KIP-219 on real processes: a client id's producer_byte_rate of 64 KiB/s against
+    librdkafka sending about 1.5 MB; the broker answers with throttle_time_ms (librdkafka
+    reports it through throttle_cb) and mutes the connection, and every record is
+    acknowledged and read back in the order it was sent."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    node = cluster.nodes[0]
+    request = AlterClientQuotasRequest(
+        entries=[
+            ar.EntryData(
+                entity=[ar.EntityData(entity_type="client-id", entity_name="slow")],
+                ops=[ar.OpData(key="producer_byte_rate", value=65536)],
+            )
+        ]
+    )
+    answer = _call(node, request, AlterClientQuotasRequest.API_KEY)
+    assert isinstance(answer, AlterClientQuotasResponse)
+    assert [e.error_code for e in answer.entries] == [0]
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("throttled", num_partitions=1, replication_factor=3)])[
+        "throttled"
+    ].result(30)
+    deadline = time.monotonic() + 20
+    while any((("client-id", "slow"),) not in listing(n) for n in cluster.nodes):
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    throttles: list[int] = []
+    producer = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "client.id": "slow",
+            "acks": "all",
+            "linger.ms": 5,
+            "throttle_cb": lambda event: throttles.append(event.throttle_time),
+        }
+    )
+    errors: list[object] = []
+    value = b"x" * 1000
+    for i in range(1500):
+        while True:
+            try:
+                producer.produce(
+                    "throttled", value, key=str(i).encode(),
+                    on_delivery=lambda error, _: errors.append(error),
+                )  # fmt: skip
+                break
+            except BufferError:
+                producer.poll(0.05)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+    assert errors == [None] * 1500
+    assert throttles and max(throttles) > 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": "throttle-check",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe(["throttled"])
+    keys: list[int] = []
+    deadline = time.monotonic() + 60
+    while len(keys) < 1500 and time.monotonic() < deadline:
+        message = consumer.poll(1.0)
+        if message is not None and message.error() is None:
+            keys.append(int(message.key() or b"-1"))
+    consumer.close()
+    assert keys == list(range(1500))

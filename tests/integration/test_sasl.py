@@ -47,7 +47,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c = Cluster(tmp_path_factory.mktemp("sasl"), extra=sasl_settings(), broker_protocol=LISTENER)
     c.start()
     yield c
-    c.stop()
+    c.kill()
 
 
 def client_config(
@@ -202,7 +202,9 @@ def test_kafka_python_and_aiokafka_log_in_with_plain(cluster: Cluster) -> None:
         consumer_timeout_ms=10_000,
         **login,
     )
-    assert [m.value for m in consumer] == expected
+    # Read as many as were sent (not until 10 s of silence), then nothing more is there.
+    assert [m.value for _, m in zip(expected, consumer, strict=False)] == expected
+    assert not any(consumer.poll(timeout_ms=500).values())
     consumer.close()
 
 
@@ -306,7 +308,7 @@ def test_sasl_ssl_brokers_with_controllers_behind_a_sasl_listener(tmp_path: Path
         for node in [*c.controllers, *c.nodes]:
             assert "failed authentication" not in (node.dir / "node.log").read_text()
     finally:
-        c.stop()
+        c.kill()
 
 
 def test_sessions_with_a_lifetime_are_renewed_without_losing_a_request(tmp_path: Path) -> None:
@@ -327,7 +329,7 @@ def test_sessions_with_a_lifetime_are_renewed_without_losing_a_request(tmp_path:
         producer = Producer({**client_config(c), "acks": "all", "linger.ms": 5})
         errors: list[object] = []
         sent = 0
-        end = time.monotonic() + 6
+        end = time.monotonic() + 4.5
         while time.monotonic() < end:
             producer.produce("renewed", b"x", on_delivery=lambda error, _: errors.append(error))
             sent += 1
@@ -340,7 +342,7 @@ def test_sessions_with_a_lifetime_are_renewed_without_losing_a_request(tmp_path:
             assert "SASL session expired" not in log
             assert "failed authentication" not in log
     finally:
-        c.stop()
+        c.kill()
 
 
 SCRAM_JAAS = (
@@ -400,12 +402,16 @@ def test_scram_sha_512_over_sasl_ssl_from_format_to_every_client(tmp_path: Path)
         }
 
     def refused(config: dict[str, str | int | float | bool]) -> bool:
+        """Whether the login is refused: a metadata request answered means it is not
+        (at once); a refused one times out, and the error callback says why."""
         failures: list[KafkaError] = []
         producer = Producer({**config, "error_cb": failures.append})
-        deadline = time.monotonic() + 20
-        while not failures and time.monotonic() < deadline:
-            producer.poll(0.2)
-        return bool(failures) and failures[0].code() == KafkaError._AUTHENTICATION
+        try:
+            producer.list_topics(timeout=5)
+        except KafkaException:
+            producer.poll(0.5)
+            return any(f.code() == KafkaError._AUTHENTICATION for f in failures)
+        return False
 
     try:
         admin = AdminClient(login("admin", "admin-secret"))
@@ -457,7 +463,8 @@ def test_scram_sha_512_over_sasl_ssl_from_format_to_every_client(tmp_path: Path)
             sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="carol",
             sasl_plain_password="carol-secret",
         )  # fmt: skip
-        assert [m.value for m in consumer] == expected
+        assert [m.value for _, m in zip(expected, consumer, strict=False)] == expected
+        assert not any(consumer.poll(timeout_ms=500).values())
         consumer.close()
         # Followers logged in to the leader with the bootstrapped broker credential.
         assert _wait_in_sync(admin, topic, 3) == {0: [1, 2, 3]}
@@ -485,7 +492,7 @@ def test_scram_sha_512_over_sasl_ssl_from_format_to_every_client(tmp_path: Path)
             time.sleep(0.5)
         assert refused(login("carol", "carol-secret"))
 
-        c.stop()
+        c.kill()
         c.start()
         after = AdminClient(login("admin", "admin-secret"))
         described = after.describe_user_scram_credentials()
@@ -494,4 +501,4 @@ def test_scram_sha_512_over_sasl_ssl_from_format_to_every_client(tmp_path: Path)
         assert set(users) == {"admin", "broker"}
         assert _wait_in_sync(after, topic, 3) == {0: [1, 2, 3]}
     finally:
-        c.stop()
+        c.kill()

@@ -46,7 +46,7 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     c = Cluster(tmp_path, 3, format_args=["--add-scram", ADMIN])
     c.start()
     yield c
-    c.stop()
+    c.kill()
 
 
 def _call(node: ClusterNode, request: object, api_key: int) -> object:
@@ -142,7 +142,7 @@ def test_add_scram_credentials_reach_every_node_change_through_any_node_and_pers
 
     # After a restart the log still holds records, so whichever controller becomes
     # active does not append the bootstrap credential again: admin stays deleted.
-    cluster.stop()
+    cluster.kill()  # kill -9: what is committed must be there after any restart
     cluster.start()
     wait_everywhere(cluster, expected)
     time.sleep(1)  # a late bootstrap append would show up by now

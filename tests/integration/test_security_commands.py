@@ -39,7 +39,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     admin = AdminClient(login(c, "admin"))
     admin.create_topics([NewTopic(TOPIC, num_partitions=1, replication_factor=3)])[TOPIC].result(30)
     yield c
-    c.stop()
+    c.kill()
 
 
 def command_config(directory: Path, user: str) -> str:
@@ -84,9 +84,14 @@ def test_acls_granted_listed_used_and_removed(cluster: Cluster, tmp_path: Path) 
     )  # fmt: skip
     assert "Added 2 ACLs" in added.stdout
 
-    listed = json.loads(
-        as_user(cluster, admin, "acls", "list", "--principal", "User:alice", "--json").stdout
-    )
+    # A list is answered from the node's own image, a moment behind the controller's
+    # commit (as in Kafka): wait for the node asked to have applied the ACLs.
+    def alices() -> list[Any]:
+        out = as_user(cluster, admin, "acls", "list", "--principal", "User:alice", "--json")
+        found: list[Any] = json.loads(out.stdout)
+        return found
+
+    listed = until(lambda: len(alices()) == 2) and alices()
     assert sorted((a["resource_name"], a["operation"], a["permission"]) for a in listed) == [
         (TOPIC, "DESCRIBE", "ALLOW"),
         (TOPIC, "WRITE", "ALLOW"),
@@ -101,7 +106,7 @@ def test_acls_granted_listed_used_and_removed(cluster: Cluster, tmp_path: Path) 
         cluster, admin, "acls", "remove", "--topic", TOPIC, "--allow-principal", "User:alice"
     )
     assert "Removed 2 ACLs" in removed.stdout
-    assert json.loads(as_user(cluster, admin, "acls", "list", "--json").stdout) == []
+    assert until(lambda: json.loads(as_user(cluster, admin, "acls", "list", "--json").stdout) == [])
 
 
 def test_a_scram_user_made_by_the_command_logs_in(cluster: Cluster, tmp_path: Path) -> None:
@@ -133,16 +138,19 @@ def test_a_scram_user_made_by_the_command_logs_in(cluster: Cluster, tmp_path: Pa
 
     assert until(carol_logs_in)
 
-    listed = json.loads(as_user(cluster, admin, "users", "list", "--json").stdout)
-    assert {"user": "carol", "mechanism": "SCRAM-SHA-512", "iterations": 8192} in listed
+    def users() -> list[Any]:
+        found: list[Any] = json.loads(as_user(cluster, admin, "users", "list", "--json").stdout)
+        return found
+
+    carol = {"user": "carol", "mechanism": "SCRAM-SHA-512", "iterations": 8192}
+    assert until(lambda: carol in users())
     table = as_user(cluster, admin, "users", "list").stdout.splitlines()
     assert table[0].split() == ["USER", "MECHANISM", "ITERATIONS"]
     assert ["carol", "SCRAM-SHA-512", "8192"] in [line.split() for line in table]
 
     removed = as_user(cluster, admin, "users", "remove", "carol", "--mechanism", "SCRAM-SHA-512")
     assert removed.stdout == "carol: SCRAM-SHA-512 credential removed\n"
-    listed = json.loads(as_user(cluster, admin, "users", "list", "--json").stdout)
-    assert all(row["user"] != "carol" for row in listed)
+    assert until(lambda: all(row["user"] != "carol" for row in users()))
     again = as_user(
         cluster, admin, "users", "remove", "carol", "--mechanism", "SCRAM-SHA-512", check=False
     )

@@ -19,6 +19,7 @@ from odradek.broker.fetch_session import FetchContext
 from odradek.broker.leader_hints import leader_hint
 from odradek.broker.partition import leader_epoch_error
 from odradek.broker.state import BrokerState
+from odradek.broker.throttle import fetch_throttle_ms, who
 from odradek.core.errors import LogOfflineError, OffsetOutOfRangeError
 from odradek.protocol.api import RequestHeader
 from odradek.protocol.error_codes import ErrorCode
@@ -55,7 +56,7 @@ def handle_fetch(state: BrokerState, header: RequestHeader, request: FetchReques
         for t in context.topics
     }
     readable = allowed_names(state, header, AclOperation.READ, ResourceType.TOPIC, names)
-    return _attempt(state, version, request, context, deadline, False, readable)
+    return _attempt(state, version, request, context, deadline, False, readable, who(header))
 
 
 def _attempt(
@@ -66,6 +67,7 @@ def _attempt(
     deadline: int,
     timed_out: bool,
     readable: set[str],
+    charged: tuple[str, str],
 ) -> Outcome:
     """``readable``: the topics the principal may read (decided when the request came)."""
     total = 0
@@ -141,6 +143,7 @@ def _attempt(
         nodes = list(endpoints.values()) if version >= NODE_ENDPOINTS_VERSION else []
         return Reply(
             FetchResponse(
+                throttle_time_ms=fetch_throttle_ms(state, charged, total),
                 responses=context.shape(responses),
                 session_id=context.session_id,
                 node_endpoints=nodes,
@@ -149,5 +152,7 @@ def _attempt(
     return AwaitData(
         frozenset(watched),
         deadline,
-        lambda expired: _attempt(state, version, request, context, deadline, expired, readable),
+        lambda expired: _attempt(
+            state, version, request, context, deadline, expired, readable, charged
+        ),
     )

@@ -42,6 +42,7 @@ from odradek.broker.record_validation import (
     set_timestamps,
 )
 from odradek.broker.state import BrokerState
+from odradek.broker.throttle import produce_throttle_ms
 from odradek.core.errors import InvalidRecordBatchError, LogOfflineError
 from odradek.protocol.api import RequestHeader
 from odradek.protocol.compression import (
@@ -149,6 +150,12 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
             )
         responses.append(TopicProduceResponse(name=topic.name, partition_responses=partitions))
     response = ProduceResponse(responses=responses, node_endpoints=list(endpoints.values()))
+    # The bytes a client sends count against its quota whatever became of them.
+    response.throttle_time_ms = produce_throttle_ms(
+        state,
+        header,
+        sum(len(d.records or b"") for t in request.topic_data for d in t.partition_data),
+    )
     now_ms = state.now_ms
 
     def check(buffer: DecompressBuffer | None) -> list[RecordVerdict]:

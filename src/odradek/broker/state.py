@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.partition import LocalPartition
+from odradek.broker.quotas import QuotaManager
 from odradek.broker.record_validation import INLINE_DECOMPRESSED_BYTES
 from odradek.controller.image import MetadataImage
 from odradek.protocol.compression import (
@@ -83,6 +84,8 @@ class BrokerState:
     validate_listener_tls: Callable[[str, dict[str, str]], str | None] = _no_tls_listener
     """Whether listener (lower-case name) could serve TLS with these dynamic configs of
     this broker: None, or the problem naming the key (loads the stores: the shell's)."""
+    quotas: QuotaManager = field(default_factory=QuotaManager)
+    """The client quotas' rate trackers (KIP-219), fed by Produce and Fetch."""
     authorization: Authorization | None = None
     """The authorizer (``authorizer.class.name``); None lets every client do anything."""
     decompress_buffer: DecompressBuffer = field(

@@ -61,9 +61,13 @@ class RequestCarrier(Protocol):
         """Finish a produce's record checks off the loop; its next outcome."""
 
     def answer(
-        self, dispatch: Dispatch, payload: bytearray
+        self,
+        dispatch: Dispatch,
+        payload: bytearray,
+        throttled: Callable[[int], None] = ...,
     ) -> Coroutine[Any, Any, list[Records] | None]:
         """Carry ``dispatch`` through its effects; its encoded answer (None: none).
+        ``throttled(ms)`` is told the answer's ``throttle_time_ms`` when above 0.
 
         Called (not awaited) when the handler has run: the carrier notes then what the
         handler decided on, before any other task runs."""
@@ -292,7 +296,20 @@ class Connections:
             else:
                 answers.put_nowait(answer)
 
+        # KIP-219: after an answer that says "throttled for N ms" nothing more is read
+        # from this client for N ms (answers already due are still sent, in order).
+        muted_until = 0.0
+
+        def throttled(ms: int) -> None:
+            nonlocal muted_until
+            muted_until = max(muted_until, loop.time() + ms / 1000)
+
         while True:
+            if loop.time() < muted_until:
+                partial.pause()
+                await asyncio.sleep(muted_until - loop.time())
+                partial.resume()
+                idle.touch()
             if not budget.ready():
                 # The listener holds all it may of requests: read on once some are
                 # answered. Waiting on us is no fault of the client's.
@@ -355,6 +372,9 @@ class Connections:
                 if isinstance(routed.outcome, Reply):
                     # Answered at once (a fetch with data, acks=1, metadata): no task, and
                     # the answer is ready for the sender on its next turn.
+                    throttle_ms = getattr(routed.outcome.response, "throttle_time_ms", 0)
+                    if throttle_ms > 0:
+                        throttled(throttle_ms)
                     ready: asyncio.Future[list[Records] | None] = loop.create_future()
                     try:
                         ready.set_result(
@@ -368,7 +388,7 @@ class Connections:
                     continue
                 # answer() notes the image this handler decided on now: a commit applied
                 # before its task first runs must make it decide again.
-                answer = asyncio.ensure_future(carrier.answer(routed, payload))
+                answer = asyncio.ensure_future(carrier.answer(routed, payload, throttled))
                 self._tasks.add(answer)
                 answer.add_done_callback(self._tasks.discard)
                 await queue(answer, size)

@@ -225,17 +225,24 @@ class Effects:
         self.forwarder: Forwarder | None = None
 
     def answer(
-        self, dispatch: Dispatch, payload: bytearray
+        self,
+        dispatch: Dispatch,
+        payload: bytearray,
+        throttled: Callable[[int], None] = lambda ms: None,
     ) -> Coroutine[Any, Any, list[Records] | None]:
         """Carry ``dispatch`` to its encoded answer (None: no answer).
 
         The image this handler decided on is read now, when the handler has run: a
         commit applied before the returned coroutine first runs must make it decide
         again, never commit what it decided."""
-        return self._answer(dispatch, payload, self._image.generation)
+        return self._answer(dispatch, payload, self._image.generation, throttled)
 
     async def _answer(
-        self, dispatch: Dispatch, payload: bytearray, decided_on: int
+        self,
+        dispatch: Dispatch,
+        payload: bytearray,
+        decided_on: int,
+        throttled: Callable[[int], None],
     ) -> list[Records] | None:
         try:
             response = await self.carry(dispatch, payload, decided_on)
@@ -247,6 +254,9 @@ class Effects:
             return [await self.forwarder.forward(bytes(payload), header.principal, header.host)]
         if response is None:
             return None
+        throttle_ms = getattr(response, "throttle_time_ms", 0)
+        if throttle_ms > 0:
+            throttled(throttle_ms)  # the connection reads nothing more for that long
         return Router.encode(dispatch.header, response, dispatch.response_version)
 
     async def run_forwarded(self, payload: bytes, principal: KafkaPrincipal, host: str) -> bytes:
