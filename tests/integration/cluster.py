@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from odradek.cli.ports import free_port
 from odradek.core.kafka_uuid import to_kafka_str
+from odradek.protocol.api import RequestHeader, decode_response, encode_request
+
+T = TypeVar("T")
 
 START_TIMEOUT_S = 60.0
 CLUSTER_ID = "q2R5VnVhRkqzh1m3qC8n1w"
@@ -262,3 +267,34 @@ class Cluster:
             leader: int = json.loads(out)["leader_id"]
             return leader
         raise AssertionError("no node running")
+
+
+def ask(node: ClusterNode, request: Any, version: int) -> Any:
+    """``request`` sent to ``node`` alone, on a connection of its own; the response body.
+    A client picks a broker of its own choosing: only this shows what each node holds."""
+    api_key: int = type(request).API_KEY
+    header = RequestHeader(
+        request_api_key=api_key, request_api_version=version, correlation_id=1, client_id="test"
+    )
+    payload = encode_request(header, request)
+    with socket.create_connection(("127.0.0.1", node.port), timeout=30) as conn:
+        conn.sendall(struct.pack(">i", len(payload)) + payload)
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            chunk = conn.recv(65536)
+            assert chunk, "the node closed the connection"
+            data += chunk
+    _, body = decode_response(data[4:], api_key, version)
+    return body
+
+
+def wait_everywhere(
+    cluster: Cluster, listing: Callable[[ClusterNode], T], expected: T, timeout_s: float = 15
+) -> None:
+    """Until every broker's ``listing`` is ``expected``: each node applies the metadata
+    log on its own, a moment behind the controller's commit."""
+    for node in cluster.nodes:
+        deadline = time.monotonic() + timeout_s
+        while (seen := listing(node)) != expected:
+            assert time.monotonic() < deadline, f"node {node.node_id} lists {seen}"
+            time.sleep(0.2)

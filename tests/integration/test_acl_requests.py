@@ -8,9 +8,6 @@ one broker of its own choosing: only that shows what each node holds.
 
 from __future__ import annotations
 
-import socket
-import struct
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,7 +24,6 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from odradek.protocol.api import RequestHeader, decode_response, encode_request
 from odradek.protocol.messages import (
     CreateAclsRequest,
     CreateAclsResponse,
@@ -38,7 +34,7 @@ from odradek.protocol.messages import (
 )
 from odradek.protocol.messages.create_acls_request import AclCreation
 from odradek.protocol.messages.delete_acls_request import DeleteAclsFilter
-from tests.integration.cluster import Cluster, ClusterNode
+from tests.integration.cluster import Cluster, ClusterNode, ask, wait_everywhere
 
 # (resource type, name, pattern type, principal, host, operation, permission), Kafka's ids.
 Acl = tuple[int, str, int, str, str, int, int]
@@ -85,23 +81,6 @@ def as_tuple(binding: AclBinding) -> Acl:
     )
 
 
-def _call(node: ClusterNode, request: object, api_key: int, version: int = 1) -> object:
-    """``request`` sent to ``node`` alone; its response."""
-    header = RequestHeader(
-        request_api_key=api_key, request_api_version=version, correlation_id=1, client_id="test"
-    )
-    payload = encode_request(header, request)  # type: ignore[arg-type]
-    with socket.create_connection(("127.0.0.1", node.port), timeout=30) as conn:
-        conn.sendall(struct.pack(">i", len(payload)) + payload)
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
-            chunk = conn.recv(65536)
-            assert chunk, "the node closed the connection"
-            data += chunk
-    _, body = decode_response(data[4:], api_key, version)
-    return body
-
-
 def listing(node: ClusterNode) -> set[Acl]:
     """Every ACL ``node`` holds, from a DescribeAcls sent to it alone."""
     request = DescribeAclsRequest(
@@ -113,7 +92,7 @@ def listing(node: ClusterNode) -> set[Acl]:
         operation=1,
         permission_type=1,
     )
-    body = _call(node, request, DescribeAclsRequest.API_KEY)
+    body = ask(node, request, 1)
     assert isinstance(body, DescribeAclsResponse)
     assert body.error_code == 0
     return {
@@ -131,18 +110,10 @@ def listing(node: ClusterNode) -> set[Acl]:
     }
 
 
-def wait_everywhere(cluster: Cluster, expected: set[Acl]) -> None:
-    for node in cluster.nodes:
-        deadline = time.monotonic() + 15
-        while (seen := listing(node)) != expected:
-            assert time.monotonic() < deadline, f"node {node.node_id} lists {seen}"
-            time.sleep(0.2)
-
-
 def test_acls_created_and_deleted_through_any_node_reach_every_node_and_persist(
     cluster: Cluster,
 ) -> None:
-    wait_everywhere(cluster, set())
+    wait_everywhere(cluster, listing, set[Acl]())
     leader = cluster.controller_leader()
     follower = next(n for n in cluster.nodes if n.node_id != leader)
     client = AdminClient({"bootstrap.servers": follower.bootstrap})
@@ -202,7 +173,7 @@ def test_acls_created_and_deleted_through_any_node_reach_every_node_and_persist(
     # The same binding again succeeds and adds nothing.
     assert client.create_acls([alice_reads])[alice_reads].result(timeout=30) is None
     everything = {as_tuple(b) for b in created}
-    wait_everywhere(cluster, everything)
+    wait_everywhere(cluster, listing, everything)
 
     described = client.describe_acls(EVERYTHING).result(timeout=30)
     assert {as_tuple(b) for b in described} == everything
@@ -221,7 +192,7 @@ def test_acls_created_and_deleted_through_any_node_reach_every_node_and_persist(
 
     # Straight to a node that is not the active controller: it must forward the write.
     carol: Acl = (2, "audit", 3, "User:carol", "*", 8, 3)  # ALLOW DESCRIBE on topic audit
-    response = _call(
+    response = ask(
         follower,
         CreateAclsRequest(
             creations=[
@@ -236,12 +207,12 @@ def test_acls_created_and_deleted_through_any_node_reach_every_node_and_persist(
                 )
             ]
         ),
-        CreateAclsRequest.API_KEY,
+        1,
     )
     assert isinstance(response, CreateAclsResponse)
     assert [(r.error_code, r.error_message) for r in response.results] == [(0, None)]
-    wait_everywhere(cluster, everything | {carol})
-    response = _call(
+    wait_everywhere(cluster, listing, everything | {carol})
+    response = ask(
         follower,
         DeleteAclsRequest(
             filters=[
@@ -256,13 +227,13 @@ def test_acls_created_and_deleted_through_any_node_reach_every_node_and_persist(
                 )
             ]
         ),
-        DeleteAclsRequest.API_KEY,
+        1,
     )
     assert isinstance(response, DeleteAclsResponse)
     [result] = response.filter_results
     assert result.error_code == 0
     assert [(m.resource_name, m.principal) for m in result.matching_acls] == [(carol[1], carol[3])]
-    wait_everywhere(cluster, everything)
+    wait_everywhere(cluster, listing, everything)
 
     bob = _Filter(
         ResourceType.ANY,
@@ -276,12 +247,12 @@ def test_acls_created_and_deleted_through_any_node_reach_every_node_and_persist(
     deleted = client.delete_acls([bob])[bob].result(timeout=30)
     assert {as_tuple(b) for b in deleted} == {as_tuple(bob_denied), as_tuple(bob_group)}
     remaining = {as_tuple(alice_reads), as_tuple(admin_alters)}
-    wait_everywhere(cluster, remaining)
+    wait_everywhere(cluster, listing, remaining)
 
     # Every node restarts: the ACLs come back from the metadata log alone.
     cluster.kill()  # kill -9: what is committed must be there after any restart
     cluster.start()
-    wait_everywhere(cluster, remaining)
+    wait_everywhere(cluster, listing, remaining)
     client = AdminClient({"bootstrap.servers": cluster.bootstrap})
     after = client.describe_acls(EVERYTHING).result(timeout=30)
     assert {as_tuple(b) for b in after} == remaining

@@ -8,14 +8,11 @@ requests go over a socket.
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from odradek.protocol.api import RequestHeader, decode_response, encode_request
 from odradek.protocol.messages import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
@@ -23,7 +20,7 @@ from odradek.protocol.messages import (
     DescribeClientQuotasResponse,
 )
 from odradek.protocol.messages import alter_client_quotas_request as ar
-from tests.integration.cluster import Cluster, ClusterNode
+from tests.integration.cluster import Cluster, ClusterNode, ask, wait_everywhere
 
 Listing = dict[tuple[tuple[str, str | None], ...], dict[str, float]]
 
@@ -36,24 +33,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     c.kill()
 
 
-def _call(node: ClusterNode, request: object, api_key: int, version: int = 1) -> object:
-    header = RequestHeader(
-        request_api_key=api_key, request_api_version=version, correlation_id=1, client_id="t"
-    )
-    payload = encode_request(header, request)  # type: ignore[arg-type]
-    with socket.create_connection(("127.0.0.1", node.port), timeout=30) as conn:
-        conn.sendall(struct.pack(">i", len(payload)) + payload)
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
-            chunk = conn.recv(65536)
-            assert chunk, "the node closed the connection"
-            data += chunk
-    _, body = decode_response(data[4:], api_key, version)
-    return body
-
-
 def listing(node: ClusterNode) -> Listing:
-    response = _call(node, DescribeClientQuotasRequest(), DescribeClientQuotasRequest.API_KEY)
+    response = ask(node, DescribeClientQuotasRequest(), 1)
     assert isinstance(response, DescribeClientQuotasResponse)
     assert response.error_code == 0, response.error_message
     assert response.entries is not None
@@ -63,18 +44,10 @@ def listing(node: ClusterNode) -> Listing:
     }
 
 
-def wait_everywhere(cluster: Cluster, expected: Listing) -> None:
-    for node in cluster.nodes:
-        deadline = time.monotonic() + 20
-        while (seen := listing(node)) != expected:
-            assert time.monotonic() < deadline, f"node {node.node_id} lists {seen}"
-            time.sleep(0.2)
-
-
 def test_quotas_set_through_a_follower_reach_every_node_and_survive_restarts(
     cluster: Cluster,
 ) -> None:
-    wait_everywhere(cluster, {})
+    wait_everywhere(cluster, listing, Listing())
     leader = cluster.controller_leader()
     follower = next(n for n in cluster.nodes if n.node_id != leader)
     request = AlterClientQuotasRequest(
@@ -96,7 +69,7 @@ def test_quotas_set_through_a_follower_reach_every_node_and_survive_restarts(
             ),
         ]
     )
-    response = _call(follower, request, AlterClientQuotasRequest.API_KEY)
+    response = ask(follower, request, 1)
     assert isinstance(response, AlterClientQuotasResponse)
     assert [(e.entity[0].entity_name, e.error_code) for e in response.entries] == [
         ("alice", 0),
@@ -107,7 +80,7 @@ def test_quotas_set_through_a_follower_reach_every_node_and_survive_restarts(
         (("user", "alice"),): {"producer_byte_rate": 1048576.0, "request_percentage": 25.5},
         (("client-id", "app"),): {"consumer_byte_rate": 2048.0},
     }
-    wait_everywhere(cluster, expected)
+    wait_everywhere(cluster, listing, expected)
     # Version 0 (not flexible) through the follower too: remove one key.
     removal = AlterClientQuotasRequest(
         entries=[
@@ -117,15 +90,15 @@ def test_quotas_set_through_a_follower_reach_every_node_and_survive_restarts(
             )
         ]
     )
-    answer = _call(follower, removal, AlterClientQuotasRequest.API_KEY, version=0)
+    answer = ask(follower, removal, 0)
     assert isinstance(answer, AlterClientQuotasResponse)
     assert [e.error_code for e in answer.entries] == [0]
     expected[(("user", "alice"),)] = {"producer_byte_rate": 1048576.0}
-    wait_everywhere(cluster, expected)
+    wait_everywhere(cluster, listing, expected)
 
     cluster.kill()  # kill -9: what is committed must be there after any restart
     cluster.start()
-    wait_everywhere(cluster, expected)
+    wait_everywhere(cluster, listing, expected)
 
 
 def test_a_producer_over_its_quota_is_throttled_and_loses_nothing(cluster: Cluster) -> None:
@@ -145,7 +118,7 @@ def test_a_producer_over_its_quota_is_throttled_and_loses_nothing(cluster: Clust
             )
         ]
     )
-    answer = _call(node, request, AlterClientQuotasRequest.API_KEY)
+    answer = ask(node, request, 1)
     assert isinstance(answer, AlterClientQuotasResponse)
     assert [e.error_code for e in answer.entries] == [0]
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap})

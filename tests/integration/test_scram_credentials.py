@@ -8,8 +8,6 @@ a client picks one broker of its own choosing: only that shows what each node ho
 
 from __future__ import annotations
 
-import socket
-import struct
 import time
 from collections.abc import Iterator
 from concurrent.futures import Future
@@ -24,7 +22,6 @@ from confluent_kafka.admin import (
     UserScramCredentialUpsertion,
 )
 
-from odradek.protocol.api import RequestHeader, decode_response, encode_request
 from odradek.protocol.messages import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -35,7 +32,7 @@ from odradek.protocol.messages.alter_user_scram_credentials_request import (
     ScramCredentialUpsertion,
 )
 from odradek.security import scram
-from tests.integration.cluster import Cluster, ClusterNode
+from tests.integration.cluster import Cluster, ClusterNode, ask, wait_everywhere
 
 ADMIN = "SCRAM-SHA-512=[name=admin,password=admin-secret]"
 Listing = dict[str, list[tuple[int, int]]]
@@ -49,28 +46,12 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     c.kill()
 
 
-def _call(node: ClusterNode, request: object, api_key: int) -> object:
-    header = RequestHeader(
-        request_api_key=api_key, request_api_version=0, correlation_id=1, client_id="test"
-    )
-    payload = encode_request(header, request)  # type: ignore[arg-type]
-    with socket.create_connection(("127.0.0.1", node.port), timeout=30) as conn:
-        conn.sendall(struct.pack(">i", len(payload)) + payload)
-        data = b""
-        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
-            chunk = conn.recv(65536)
-            assert chunk, "the node closed the connection"
-            data += chunk
-    _, body = decode_response(data[4:], api_key, 0)
-    return body
-
-
 def listing(node: ClusterNode) -> Listing:
     """Every user with a credential on ``node``: mechanism types and iterations."""
-    response = _call(
+    response = ask(
         node,
         DescribeUserScramCredentialsRequest(users=None),
-        DescribeUserScramCredentialsRequest.API_KEY,
+        0,
     )
     assert isinstance(response, DescribeUserScramCredentialsResponse)
     assert response.error_code == 0
@@ -80,19 +61,11 @@ def listing(node: ClusterNode) -> Listing:
     }
 
 
-def wait_everywhere(cluster: Cluster, expected: Listing) -> None:
-    for node in cluster.nodes:
-        deadline = time.monotonic() + 15
-        while (seen := listing(node)) != expected:
-            assert time.monotonic() < deadline, f"node {node.node_id} lists {seen}"
-            time.sleep(0.2)
-
-
 def test_add_scram_credentials_reach_every_node_change_through_any_node_and_persist(
     cluster: Cluster,
 ) -> None:
     # Formatted on every controller, appended once by the first active one.
-    wait_everywhere(cluster, {"admin": [(2, 4096)]})
+    wait_everywhere(cluster, listing, {"admin": [(2, 4096)]})
     admin_client = AdminClient({"bootstrap.servers": cluster.bootstrap})
     everyone = admin_client.describe_user_scram_credentials()
     assert isinstance(everyone, Future)  # no user names: one future for the whole answer
@@ -115,7 +88,7 @@ def test_add_scram_credentials_reach_every_node_change_through_any_node_and_pers
     # Straight to a node that is not the active controller: it must forward the write.
     mechanism = scram.MECHANISMS["SCRAM-SHA-512"]
     salt = b"bob's salt, 16+b"
-    response = _call(
+    response = ask(
         follower,
         AlterUserScramCredentialsRequest(
             upsertions=[
@@ -128,7 +101,7 @@ def test_add_scram_credentials_reach_every_node_change_through_any_node_and_pers
                 )
             ]
         ),
-        AlterUserScramCredentialsRequest.API_KEY,
+        0,
     )
     assert isinstance(response, AlterUserScramCredentialsResponse)
     assert [(r.user, r.error_code) for r in response.results] == [("bob", 0)]
@@ -138,12 +111,12 @@ def test_add_scram_credentials_reach_every_node_change_through_any_node_and_pers
     )
     futures["admin"].result(timeout=30)
     expected = {"alice": [(1, 8192)], "bob": [(2, 4096)]}
-    wait_everywhere(cluster, expected)
+    wait_everywhere(cluster, listing, expected)
 
     # After a restart the log still holds records, so whichever controller becomes
     # active does not append the bootstrap credential again: admin stays deleted.
     cluster.kill()  # kill -9: what is committed must be there after any restart
     cluster.start()
-    wait_everywhere(cluster, expected)
+    wait_everywhere(cluster, listing, expected)
     time.sleep(1)  # a late bootstrap append would show up by now
-    wait_everywhere(cluster, expected)
+    wait_everywhere(cluster, listing, expected)
