@@ -17,6 +17,7 @@ from odradek.broker.config_requests import (
     handle_incremental_alter_configs,
 )
 from odradek.broker.effects import CommitRecords, Reply
+from odradek.broker.server_keys import SERVER_CONFIG_DEF
 from odradek.broker.topic_config import DYNAMIC_BROKER_TOPIC_KEYS, REPLICATION_THROTTLE_KEYS
 from odradek.core.config_keys import ConfigType
 from odradek.protocol.error_codes import ErrorCode
@@ -36,6 +37,8 @@ from odradek.protocol.messages.describe_configs_response import (
     DescribeConfigsResult,
 )
 from odradek.protocol.metadata import ConfigRecord
+from odradek.security.sasl_keys import SASL_KEYS
+from odradek.security.ssl_keys import SSL_KEYS
 from tests.broker.harness import (
     BROKER_RESOURCE,
     TOPIC_RESOURCE,
@@ -913,3 +916,10 @@ def test_a_listeners_key_store_is_set_per_broker_and_loaded_before_it_is_committ
     assert codes(h.carry(good)) == [(BROKER_RESOURCE, "1", ErrorCode.NONE)]
     assert h.image.configs[(BROKER_RESOURCE, "1")] == {key: "/etc/good.pem"}
     assert tried == [("ssl", {key: "/etc/bad.pem"}), ("ssl", {key: "/etc/good.pem"})]
+
+
+def test_the_tls_and_sasl_keys_read_are_the_ones_declared() -> None:
+    # The security modules read the keys as text; DescribeConfigs lists the declared ones.
+    declared = set(SERVER_CONFIG_DEF.names())
+    assert declared >= SSL_KEYS
+    assert declared >= SASL_KEYS

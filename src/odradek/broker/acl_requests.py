@@ -144,15 +144,34 @@ _NO_AUTHORIZER = "No Authorizer is configured."
 never checked would give a false sense of protection."""
 
 
+def refused_describe(request: DescribeAclsRequest, code: int, message: str) -> DescribeAclsResponse:
+    """DescribeAcls refused whole (no authorizer, or not authorized)."""
+    return DescribeAclsResponse(error_code=code, error_message=message)
+
+
+def refused_create(request: CreateAclsRequest, code: int, message: str) -> CreateAclsResponse:
+    """CreateAcls refused whole: each creation answered with ``code``."""
+    return CreateAclsResponse(
+        results=[
+            AclCreationResult(error_code=code, error_message=message) for _ in request.creations
+        ]
+    )
+
+
+def refused_delete(request: DeleteAclsRequest, code: int, message: str) -> DeleteAclsResponse:
+    """DeleteAcls refused whole: each filter answered with ``code``."""
+    return DeleteAclsResponse(
+        filter_results=[
+            DeleteAclsFilterResult(error_code=code, error_message=message) for _ in request.filters
+        ]
+    )
+
+
 def handle_describe_acls(
     state: BrokerState, header: RequestHeader, request: DescribeAclsRequest
 ) -> Outcome:
     if state.authorization is None:
-        return Reply(
-            DescribeAclsResponse(
-                error_code=ErrorCode.SECURITY_DISABLED, error_message=_NO_AUTHORIZER
-            )
-        )
+        return Reply(refused_describe(request, ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER))
     codes = (
         request.resource_type_filter,
         request.pattern_type_filter,
@@ -201,16 +220,7 @@ def handle_create_acls(
     state: BrokerState, header: RequestHeader, request: CreateAclsRequest
 ) -> Outcome:
     if state.authorization is None:
-        return Reply(
-            CreateAclsResponse(
-                results=[
-                    AclCreationResult(
-                        error_code=ErrorCode.SECURITY_DISABLED, error_message=_NO_AUTHORIZER
-                    )
-                    for _ in request.creations
-                ]
-            )
-        )
+        return Reply(refused_create(request, ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER))
     if any(_unknown_creation(c) for c in request.creations):
         return NoReply(close_reason="CreatableAcls contain unknown elements")
     acls = state.image.acls
@@ -261,16 +271,7 @@ def handle_delete_acls(
     state: BrokerState, header: RequestHeader, request: DeleteAclsRequest
 ) -> Outcome:
     if state.authorization is None:
-        return Reply(
-            DeleteAclsResponse(
-                filter_results=[
-                    DeleteAclsFilterResult(
-                        error_code=ErrorCode.SECURITY_DISABLED, error_message=_NO_AUTHORIZER
-                    )
-                    for _ in request.filters
-                ]
-            )
-        )
+        return Reply(refused_delete(request, ErrorCode.SECURITY_DISABLED, _NO_AUTHORIZER))
     if any(_unknown_filter(f) for f in request.filters):
         return NoReply(close_reason="Filters contain UNKNOWN elements")
     bindings = sorted(_bindings(state.image.acls), key=lambda item: _order(item[1]))

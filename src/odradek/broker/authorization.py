@@ -49,6 +49,7 @@ __all__ = [
     "authorization_from",
     "authorized_operations",
     "cluster_guarded",
+    "operations_bits",
 ]
 
 AUTHORIZER_CLASS_NAMES: Final = (
@@ -217,8 +218,12 @@ def authorized_operations(
 ) -> int:
     """The KIP-430 bit field (bit ``1 << operation id``) of what the principal may do on
     the resource; every supported operation when there is no authorizer, as Kafka says."""
-    return sum(
-        1 << operation
-        for operation in SUPPORTED_OPERATIONS[resource_type]
-        if allowed(state, request, operation, resource_type, name)
+    return operations_bits(
+        resource_type, lambda operation: allowed(state, request, operation, resource_type, name)
     )
+
+
+def operations_bits(resource_type: ResourceType, may: Callable[[AclOperation], bool]) -> int:
+    """The KIP-430 bit field of the operations ``resource_type`` supports that ``may``
+    allows."""
+    return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type] if may(op))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from odradek.broker.acl_requests import refused_create, refused_delete, refused_describe
 from odradek.broker.authorization import ClusterRule, cluster_guarded
 from odradek.broker.handlers import Route
 from odradek.broker.state import BrokerState
@@ -20,11 +21,8 @@ from odradek.protocol.messages import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
     CreateAclsRequest,
-    CreateAclsResponse,
     DeleteAclsRequest,
-    DeleteAclsResponse,
     DescribeAclsRequest,
-    DescribeAclsResponse,
     DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
     DescribeClusterRequest,
@@ -46,8 +44,6 @@ from odradek.protocol.messages import alter_client_quotas_response as alter_quot
 from odradek.protocol.messages.alter_user_scram_credentials_response import (
     AlterUserScramCredentialsResult,
 )
-from odradek.protocol.messages.create_acls_response import AclCreationResult
-from odradek.protocol.messages.delete_acls_response import DeleteAclsFilterResult
 from odradek.security.acls import AclOperation
 
 __all__ = ["CLUSTER_RULES", "guard_routes"]
@@ -114,25 +110,13 @@ CLUSTER_RULES: Final[dict[int, ClusterRule]] = {
     ),
     AlterUserScramCredentialsRequest.API_KEY: ClusterRule(_ALTER, _alter_scram),
     DescribeAclsRequest.API_KEY: ClusterRule(
-        _DESCRIBE, lambda _: DescribeAclsResponse(error_code=_DENIED, error_message=_MESSAGE)
+        _DESCRIBE, lambda body: refused_describe(body, _DENIED, _MESSAGE)
     ),
     CreateAclsRequest.API_KEY: ClusterRule(
-        _ALTER,
-        lambda body: CreateAclsResponse(
-            results=[
-                AclCreationResult(error_code=_DENIED, error_message=_MESSAGE)
-                for _ in body.creations
-            ]
-        ),
+        _ALTER, lambda body: refused_create(body, _DENIED, _MESSAGE)
     ),
     DeleteAclsRequest.API_KEY: ClusterRule(
-        _ALTER,
-        lambda body: DeleteAclsResponse(
-            filter_results=[
-                DeleteAclsFilterResult(error_code=_DENIED, error_message=_MESSAGE)
-                for _ in body.filters
-            ]
-        ),
+        _ALTER, lambda body: refused_delete(body, _DENIED, _MESSAGE)
     ),
     DescribeClientQuotasRequest.API_KEY: ClusterRule(
         _DESCRIBE_CONFIGS,

@@ -18,9 +18,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Final
 
-from odradek.broker.authorization import SUPPORTED_OPERATIONS
+from odradek.broker.authorization import operations_bits
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import (
     DeleteGroupsRequest,
@@ -73,9 +74,9 @@ class Screened:
 
 
 def screen(request: Any, version: int, may: May) -> Screened:
-    if isinstance(request, JoinGroupRequest | SyncGroupRequest | HeartbeatRequest):
-        return _one_group(request, may)
-    if isinstance(request, LeaveGroupRequest):
+    if isinstance(
+        request, JoinGroupRequest | SyncGroupRequest | HeartbeatRequest | LeaveGroupRequest
+    ):
         return _one_group(request, may)
     if isinstance(request, OffsetCommitRequest):
         return _offset_commit(request, may)
@@ -107,6 +108,18 @@ def _one_group(request: Any, may: May) -> Screened:
     return Screened(None, lambda _: refusal)
 
 
+def _may_on_group(may: May, group_id: str, operation: AclOperation) -> bool:
+    return may(operation, _GROUP, group_id)
+
+
+def _passing(request: Any, field: str, kept: list[Any], finish: Callable[[Any], Any]) -> Screened:
+    """What goes on when some of ``request``'s ``field`` was refused: the rest (nothing,
+    when nothing is left), with ``finish`` putting the refused parts back."""
+    if not kept:
+        return Screened(None, finish)
+    return Screened(dataclasses.replace(request, **{field: kept}), finish)
+
+
 def _offset_commit(request: OffsetCommitRequest, may: May) -> Screened:
     def refused(topics: list[Any], code: int) -> list[ocr.OffsetCommitResponseTopic]:
         return [
@@ -135,9 +148,7 @@ def _offset_commit(request: OffsetCommitRequest, may: May) -> Screened:
         answer.topics = [*answer.topics, *refused(denied, _TOPIC_DENIED)]
         return answer
 
-    if not kept:
-        return Screened(None, finish)
-    return Screened(dataclasses.replace(request, topics=kept), finish)
+    return _passing(request, "topics", kept, finish)
 
 
 def _offset_fetch(request: OffsetFetchRequest, version: int, may: May) -> Screened:
@@ -191,9 +202,7 @@ def _offset_fetch(request: OffsetFetchRequest, version: int, may: May) -> Screen
         ]
         return answer
 
-    if not kept:
-        return Screened(None, finish)
-    return Screened(dataclasses.replace(request, topics=kept), finish)
+    return _passing(request, "topics", kept, finish)
 
 
 def _offset_fetch_groups(request: OffsetFetchRequest, may: May) -> Screened:
@@ -238,9 +247,7 @@ def _offset_fetch_groups(request: OffsetFetchRequest, may: May) -> Screened:
         ]
         return answer
 
-    if not screened:
-        return Screened(None, finish)
-    return Screened(dataclasses.replace(request, groups=screened), finish)
+    return _passing(request, "groups", screened, finish)
 
 
 def _describe_groups(request: DescribeGroupsRequest, may: May) -> Screened:
@@ -253,10 +260,8 @@ def _describe_groups(request: DescribeGroupsRequest, may: May) -> Screened:
             # KIP-430: what the principal may do on each group it was shown.
             for group in answer.groups:
                 if group.error_code == ErrorCode.NONE:
-                    group.authorized_operations = sum(
-                        1 << operation
-                        for operation in SUPPORTED_OPERATIONS[_GROUP]
-                        if may(operation, _GROUP, group.group_id)
+                    group.authorized_operations = operations_bits(
+                        _GROUP, partial(_may_on_group, may, group.group_id)
                     )
         answer.groups = [
             *answer.groups,
@@ -264,9 +269,7 @@ def _describe_groups(request: DescribeGroupsRequest, may: May) -> Screened:
         ]
         return answer
 
-    if not kept:
-        return Screened(None, finish)
-    return Screened(dataclasses.replace(request, groups=kept), finish)
+    return _passing(request, "groups", kept, finish)
 
 
 def _delete_groups(request: DeleteGroupsRequest, may: May) -> Screened:
@@ -283,9 +286,7 @@ def _delete_groups(request: DeleteGroupsRequest, may: May) -> Screened:
         ]
         return answer
 
-    if not kept:
-        return Screened(None, finish)
-    return Screened(dataclasses.replace(request, groups_names=kept), finish)
+    return _passing(request, "groups_names", kept, finish)
 
 
 def _list_groups(request: ListGroupsRequest, may: May) -> Screened:

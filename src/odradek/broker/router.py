@@ -22,7 +22,7 @@ from odradek.protocol.api import (
     RequestHeader,
     ResponseHeader,
     decode_request,
-    decode_request_header,
+    decode_request_header_as,
     write_response,
 )
 from odradek.protocol.error_codes import ErrorCode
@@ -124,19 +124,12 @@ class Router:
         """Route one request of ``peer`` (``host:port``), whose connection authenticated
         as ``principal``."""
         try:
-            decoded = decode_request_header(Reader(payload))
+            header = decode_request_header_as(Reader(payload), Request)
         except RemoteProtocolError as e:
             return Close(f"client {peer}: malformed request header: {e}")
-        header = Request(
-            decoded.request_api_key,
-            decoded.request_api_version,
-            decoded.correlation_id,
-            decoded.client_id,
-            decoded.unknown_tagged_fields,
-            principal,
-            peer.rpartition(":")[0] or peer,
-            forwarded,
-        )
+        header.principal = principal
+        header.host = peer.rpartition(":")[0] or peer
+        header.forwarded = forwarded
         key, version = header.request_api_key, header.request_api_version
         who = f"client {peer} ({header.client_id!r})"
         entry = self._handlers.get(key)

@@ -8,7 +8,7 @@ prefixes are :mod:`odradek.protocol.framing`'s business; payloads here exclude t
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 from odradek.core.errors import DecodeError, UnsupportedVersionError
 from odradek.protocol.messages import REQUESTS, RESPONSES
@@ -24,6 +24,7 @@ __all__ = [
     "ResponseHeader",
     "decode_request",
     "decode_request_header",
+    "decode_request_header_as",
     "decode_response",
     "encode_request",
     "encode_response",
@@ -73,6 +74,9 @@ def response_header_version(api_key: int, api_version: int) -> int:
     return 1 if _flexible(cls, api_version) else 0
 
 
+H = TypeVar("H", bound=RequestHeader)
+
+
 def decode_request_header(reader: Reader) -> RequestHeader:
     """Read a request header, leaving ``reader`` at the start of the body.
 
@@ -80,17 +84,21 @@ def decode_request_header(reader: Reader) -> RequestHeader:
     an unknown API key or version is reported with the header already decoded far
     enough to answer it.
     """
+    return decode_request_header_as(reader, RequestHeader)
+
+
+def decode_request_header_as(reader: Reader, header_class: type[H]) -> H:
+    """:func:`decode_request_header` into a subclass (the router's ``Request``, which
+    adds who sent it): no copy of the header on every request."""
     if reader.remaining() < 8:
         raise DecodeError("request shorter than its header")
     start = reader.pos
     api_key = reader.int16()
     api_version = reader.int16()
     reader.pos = start
-    cls = REQUESTS.get(api_key)
-    if cls is None:
-        # Read as v1 so that the caller can still log the client id.
-        return RequestHeader.read(reader, 1)
-    return RequestHeader.read(reader, request_header_version(api_key, api_version))
+    # An unknown key is read as v1, so that the caller can still log the client id.
+    version = 1 if api_key not in REQUESTS else request_header_version(api_key, api_version)
+    return cast(H, header_class.read(reader, version))
 
 
 def decode_request(

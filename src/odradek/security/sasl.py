@@ -34,6 +34,7 @@ from typing import Final
 
 from odradek.core.errors import ConfigError, RemoteProtocolError
 from odradek.protocol.api import (
+    REQUESTS,
     RequestHeader,
     ResponseHeader,
     decode_request,
@@ -186,20 +187,35 @@ class SaslGate:
             return Pass(self.principal)
         return self._drop(f"request of API key {key} before SASL authentication completed")
 
+    def _decoded(
+        self,
+        payload: bytes | bytearray | memoryview,
+        header: RequestHeader,
+        versions: tuple[int, int],
+    ) -> object:
+        """The request body, or the Drop that ends a connection sending a version out of
+        ``versions`` or bytes that do not decode."""
+        name = REQUESTS[header.request_api_key].NAME.removesuffix("Request")
+        version = header.request_api_version
+        lo, hi = versions
+        if not lo <= version <= hi:
+            return self._drop(f"{name} v{version} not in {lo}-{hi}")
+        try:
+            _, body = decode_request(payload, allow_trailing=True)
+        except RemoteProtocolError as e:
+            return self._drop(f"malformed {name}: {e}")
+        return body
+
     # -------------------------------------------------------------------- handshake
 
     def _handshake(
         self, payload: bytes | bytearray | memoryview, header: RequestHeader
     ) -> GateResult:
-        version = header.request_api_version
-        lo, hi = SASL_HANDSHAKE_VERSIONS
-        if not lo <= version <= hi:
-            return self._drop(f"SaslHandshake v{version} not in {lo}-{hi}")
-        try:
-            _, body = decode_request(payload, allow_trailing=True)
-        except RemoteProtocolError as e:
-            return self._drop(f"malformed SaslHandshake: {e}")
+        body = self._decoded(payload, header, SASL_HANDSHAKE_VERSIONS)
+        if isinstance(body, Drop):
+            return body
         assert isinstance(body, SaslHandshakeRequest)
+        version = header.request_api_version
         enabled = list(self._listener.mechanisms)
         if self._state is _State.AUTHENTICATE:
             return self._refuse_now(
@@ -243,14 +259,9 @@ class SaslGate:
     def _authenticate(
         self, payload: bytes | bytearray | memoryview, header: RequestHeader, now_ms: int
     ) -> GateResult:
-        version = header.request_api_version
-        lo, hi = SASL_AUTHENTICATE_VERSIONS
-        if not lo <= version <= hi:
-            return self._drop(f"SaslAuthenticate v{version} not in {lo}-{hi}")
-        try:
-            _, body = decode_request(payload, allow_trailing=True)
-        except RemoteProtocolError as e:
-            return self._drop(f"malformed SaslAuthenticate: {e}")
+        body = self._decoded(payload, header, SASL_AUTHENTICATE_VERSIONS)
+        if isinstance(body, Drop):
+            return body
         assert isinstance(body, SaslAuthenticateRequest)
         if self._state is not _State.AUTHENTICATE or self._server is None:
             message = "SaslAuthenticate without a SaslHandshake before it"

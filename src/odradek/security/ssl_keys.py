@@ -20,28 +20,6 @@ __all__ = [
     "is_ssl_key",
 ]
 
-SSL_KEYS: Final = frozenset(
-    {
-        "ssl.keystore.type",
-        "ssl.keystore.location",
-        "ssl.keystore.password",
-        "ssl.keystore.certificate.chain",
-        "ssl.keystore.key",
-        "ssl.key.password",
-        "ssl.truststore.type",
-        "ssl.truststore.location",
-        "ssl.truststore.password",
-        "ssl.truststore.certificates",
-        "ssl.client.auth",
-        "ssl.enabled.protocols",
-        "ssl.protocol",
-        "ssl.cipher.suites",
-        "ssl.endpoint.identification.algorithm",
-        "ssl.principal.mapping.rules",
-    }
-)
-_LISTENER_PREFIX: Final = re.compile(r"listener\.name\.([^.]+)\.(ssl\..+)")
-
 RELOADABLE_SSL_KEYS: Final = frozenset(
     {
         "ssl.keystore.type",
@@ -58,6 +36,20 @@ RELOADABLE_SSL_KEYS: Final = frozenset(
 )
 """The keys a broker's dynamic config may change at run time, per listener
 (``listener.name.<l>.ssl.keystore.location``), as Kafka reloads its key and trust stores."""
+
+SSL_KEYS: Final = RELOADABLE_SSL_KEYS | frozenset(
+    {
+        "ssl.client.auth",
+        "ssl.enabled.protocols",
+        "ssl.protocol",
+        "ssl.cipher.suites",
+        "ssl.endpoint.identification.algorithm",
+        "ssl.principal.mapping.rules",
+    }
+)
+"""Every ``ssl.*`` key read (the broker's ServerKeys declare the same keys, so that
+DescribeConfigs lists them; a test keeps the two equal)."""
+_LISTENER_PREFIX: Final = re.compile(r"listener\.name\.([^.]+)\.(ssl\..+)")
 
 
 def dynamic_ssl_key(key: str) -> tuple[str, str] | None:

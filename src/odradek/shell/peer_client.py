@@ -132,20 +132,11 @@ class PeerConnection:
     async def request(self, body: Body, api_version: int, timeout_s: float) -> Any:
         """Send ``body`` and return the response body; PeerUnavailable or TimeoutError."""
         writer = await self._connected()
-        correlation = self._next_correlation
-        self._next_correlation += 1
-        api_key: int = getattr(type(body), "API_KEY")  # noqa: B009 - Body has no API_KEY
-        header = RequestHeader(
-            request_api_key=api_key,
-            request_api_version=api_version,
-            correlation_id=correlation,
-            client_id=self.client_id,
-        )
-        payload = encode_request(header, body)
+        correlation, api_key, frame = self._frame(body, api_version)
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiting[correlation] = (api_key, api_version, future)
         try:
-            writer.write(size_prefix(len(payload)) + payload)
+            writer.write(frame)
             await writer.drain()
             async with asyncio.timeout(timeout_s):
                 return await future
@@ -249,10 +240,8 @@ class PeerConnection:
             else None
         )
 
-    async def _exchange(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body: Body, version: int
-    ) -> Any:
-        """One request and its answer on a connection nothing else uses yet."""
+    def _frame(self, body: Body, version: int) -> tuple[int, int, bytes]:
+        """The next correlation id, ``body``'s API key, and the request as sent."""
         correlation = self._next_correlation
         self._next_correlation += 1
         api_key: int = getattr(type(body), "API_KEY")  # noqa: B009 - Body has no API_KEY
@@ -263,7 +252,14 @@ class PeerConnection:
             client_id=self.client_id,
         )
         payload = encode_request(header, body)
-        writer.write(size_prefix(len(payload)) + payload)
+        return correlation, api_key, size_prefix(len(payload)) + payload
+
+    async def _exchange(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, body: Body, version: int
+    ) -> Any:
+        """One request and its answer on a connection nothing else uses yet."""
+        _, api_key, frame = self._frame(body, version)
+        writer.write(frame)
         await writer.drain()
         (size,) = _SIZE.unpack(await reader.readexactly(4))
         if not 0 <= size <= MAX_RESPONSE_BYTES:
