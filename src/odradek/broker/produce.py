@@ -151,11 +151,7 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
         responses.append(TopicProduceResponse(name=topic.name, partition_responses=partitions))
     response = ProduceResponse(responses=responses, node_endpoints=list(endpoints.values()))
     # The bytes a client sends count against its quota whatever became of them.
-    response.throttle_time_ms = produce_throttle_ms(
-        state,
-        header,
-        sum(len(d.records or b"") for t in request.topic_data for d in t.partition_data),
-    )
+    response.throttle_time_ms = produce_throttle_ms(state, header, request)
     now_ms = state.now_ms
 
     def check(buffer: DecompressBuffer | None) -> list[RecordVerdict]:

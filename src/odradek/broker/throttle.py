@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from odradek.broker.router import Request
 from odradek.broker.state import BrokerState
+from odradek.protocol.messages.produce_request import ProduceRequest
 from odradek.protocol.messages.request_header import RequestHeader
 from odradek.security.principal import ANONYMOUS
 
@@ -27,12 +28,13 @@ def who(header: RequestHeader) -> tuple[str, str]:
     return principal.name, header.client_id or ""
 
 
-def produce_throttle_ms(state: BrokerState, header: RequestHeader, nbytes: int) -> int:
+def produce_throttle_ms(state: BrokerState, header: RequestHeader, request: ProduceRequest) -> int:
     quotas = state.image.client_quotas
     if not quotas:
-        return 0  # no quota anywhere: nothing to count
+        return 0  # no quota anywhere: nothing to count (the common case, so counted lazily)
     state.quotas.update(quotas)
     user, client_id = who(header)
+    nbytes = sum(len(d.records or b"") for t in request.topic_data for d in t.partition_data)
     return state.quotas.produce(user, client_id, nbytes, state.monotonic_ms)
 
 

@@ -8,8 +8,9 @@ their AdminClient:
   like Kafka's ``bootstrap.servers``;
 * :func:`client_settings`: the flag, ``--command-config FILE`` (a Java-style client
   properties file, as Kafka's tools take) and the command's own defaults, resolved into
-  one :class:`ClientSettings`. What the file may set is :data:`CLIENT_CONFIG`; security
-  settings are refused with the key named, since the build speaks PLAINTEXT only, and
+  one :class:`ClientSettings`. What the file may set is :data:`CLIENT_CONFIG`, with
+  ``security.protocol`` and the ``ssl.*`` and ``sasl.*`` keys Kafka's clients take
+  (refused with the key named when they do not fit the protocol or are not read); other
   keys the commands do not use are named in a warning, as Kafka's clients log them;
 * :class:`ClusterClient`: requests with fail-over. Each address is tried in turn until
   one answers; the brokers a Metadata answer lists (the controllers a DescribeQuorum

@@ -275,6 +275,7 @@ class Connections:
         or ``User:ANONYMOUS``); a SASL login sets its own."""
         loop = asyncio.get_running_loop()
         carrier = self._carrier
+        limit = self._max_frame_bytes
         gate = SaslGate(security.sasl) if security is not None and security.sasl else None
         if gate is not None:
             assert security is not None
@@ -331,8 +332,8 @@ class Connections:
                 size = len(payload) + 4
                 budget.started(size)
                 decided = gate.receive(payload, monotonic_ms()) if gate is not None else None
-                if gate is not None and gate.authenticated:
-                    decoder.max_frame_bytes = self._max_frame_bytes
+                if gate is not None and gate.authenticated and decoder.max_frame_bytes != limit:
+                    decoder.max_frame_bytes = limit  # logged in: full-size requests now
                 if isinstance(decided, Pass) and decided.principal is not None:
                     principal = decided.principal
                 if decided is not None and not isinstance(decided, Pass):
