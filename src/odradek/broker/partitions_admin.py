@@ -21,6 +21,7 @@ from odradek.broker.config_requests import topic_config_entries
 from odradek.broker.effects import CommitRecords, Outcome, Reply
 from odradek.broker.server_config import ServerConfig
 from odradek.broker.state import BrokerState
+from odradek.broker.throttle import THROTTLING_QUOTA_EXCEEDED_MESSAGE, MutationQuota
 from odradek.controller.partitions import create_partitions
 from odradek.controller.topics import EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_BATCH
 from odradek.core.errors import ConfigError, LogOfflineError, OffsetOutOfRangeError
@@ -84,6 +85,7 @@ def handle_create_partitions(
     reported: set[str] = set()
     live = state.live_brokers()
     alterable = allowed_names(state, header, AclOperation.ALTER, ResourceType.TOPIC, counts)
+    quota = MutationQuota(state, header, strict=header.request_api_version >= 3)
     for topic in request.topics:
         if counts[topic.name] > 1:
             # Kafka answers a repeated topic once, and changes nothing for it.
@@ -110,19 +112,29 @@ def handle_create_partitions(
         # default to it, and it could never be a valid assignment of new partitions.
         assignments = [list(a.broker_ids) for a in topic.assignments] if topic.assignments else None
         outcome = create_partitions(state.image, topic.name, topic.count, assignments, live)
-        results.append(
-            CreatePartitionsTopicResult(
-                name=topic.name,
-                error_code=outcome.error_code,
-                error_message=outcome.error_message,
-            )
+        result = CreatePartitionsTopicResult(
+            name=topic.name,
+            error_code=outcome.error_code,
+            error_message=outcome.error_message,
         )
-        if not request.validate_only:
-            records += outcome.records
-    response = CreatePartitionsResponse(results=results)
+        results.append(result)
+        if request.validate_only or outcome.error_code != ErrorCode.NONE:
+            continue
+        if not quota.admits(len(outcome.records)):
+            result.error_code = ErrorCode.THROTTLING_QUOTA_EXCEEDED
+            result.error_message = THROTTLING_QUOTA_EXCEEDED_MESSAGE
+            continue
+        records += outcome.records
+    response = CreatePartitionsResponse(results=results, throttle_time_ms=quota.throttle_ms())
     if not records:
         return Reply(response)
-    return CommitRecords(list(records), lambda: Reply(response))
+    return CommitRecords(list(records), lambda: _charged(response, quota))
+
+
+def _charged(response: CreatePartitionsResponse, quota: MutationQuota) -> Reply:
+    """The answer once the new partitions are committed, with the mutations charged."""
+    response.throttle_time_ms = quota.record()
+    return Reply(response)
 
 
 def _deletable(state: BrokerState, server: ServerConfig, topic: str) -> bool:

@@ -231,13 +231,16 @@ class TokenBucket:
         self.last_record_ms = now_ms
         return self.throttle_ms(now_ms)
 
-    def throttle_ms(self, now_ms: int) -> int:
+    def throttle_ms(self, now_ms: int, pending: float = 0) -> int:
+        """The milliseconds until the bucket, less ``pending`` tokens not yet taken, is
+        back at zero."""
         self._refill(now_ms)
-        if self.tokens >= 0:
+        tokens = self.tokens - pending
+        if tokens >= 0:
             return 0
         if self.quota <= 0:
             return 2**31 - 1
-        return _round(-self.tokens / self.quota * 1000)
+        return _round(-tokens / self.quota * 1000)
 
     def _refill(self, now_ms: int) -> None:
         if self._updated_ms is not None and now_ms > self._updated_ms:
@@ -311,6 +314,19 @@ class QuotaManager:
         """Record ``count`` controller mutations (topics or partitions created or
         deleted; against ``controller_mutation_rate``)."""
         return self._record(CONTROLLER_MUTATION_RATE, user, client_id, count, now_ms)
+
+    def mutation_throttle_ms(self, user: str, client_id: str, pending: int, now_ms: int) -> int:
+        """The controller-mutation throttle ``(user, client_id)`` would have with
+        ``pending`` more mutations, recording nothing (KIP-599's strict check)."""
+        resolved = self.quota(CONTROLLER_MUTATION_RATE, user, client_id)
+        if resolved is None:
+            return 0
+        tracker = self._trackers.get((CONTROLLER_MUTATION_RATE, resolved.key))
+        bucket = TokenBucket(resolved.value, samples=self.samples, window_ms=self.window_ms)
+        if isinstance(tracker, TokenBucket):
+            tracker.quota = resolved.value
+            bucket = tracker
+        return bucket.throttle_ms(now_ms, pending)
 
     def expire_idle(self, now_ms: int, idle_ms: int = IDLE_EXPIRY_MS) -> int:
         """Drop the trackers not recorded into for ``idle_ms``; how many were dropped."""

@@ -74,6 +74,8 @@ class Dispatch:
     outcome: Outcome
     response_version: int
     peer: str = "?"
+    body: Any = None
+    """The decoded request (for what the shell must know of it: who sent it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +146,7 @@ class Router:
             _, body = decode_request(payload, allow_trailing=True)
         except RemoteProtocolError as e:
             return Close(f"{who}: malformed {REQUESTS[key].NAME} v{version}: {e}")
-        return Dispatch(header, handler(header, body), version, peer)
+        return Dispatch(header, handler(header, body), version, peer, body)
 
     @staticmethod
     def encode(header: RequestHeader, response: Any, version: int) -> list[Records]:

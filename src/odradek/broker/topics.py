@@ -14,6 +14,7 @@ from typing import Any
 from odradek.broker.authorization import allowed, allowed_names, authorized_operations
 from odradek.broker.effects import CommitRecords, Outcome, Reply
 from odradek.broker.state import BrokerState
+from odradek.broker.throttle import THROTTLING_QUOTA_EXCEEDED_MESSAGE, MutationQuota
 from odradek.broker.topic_config import unapplied_config_problem
 from odradek.controller.topics import (
     EXCESSIVE_PARTITIONS,
@@ -88,6 +89,7 @@ def handle_create_topics(
         if allowed(state, header, CREATE)
         else allowed_names(state, header, CREATE, TOPIC, seen)
     )
+    quota = MutationQuota(state, header, strict=header.request_api_version >= 6)
     for topic in request.topics:
         result = CreatableTopicResult(name=topic.name, error_message=None)
         results.append(result)
@@ -137,16 +139,26 @@ def handle_create_topics(
         result.error_message = outcome.error_message
         if outcome.error_code != ErrorCode.NONE:
             continue
+        if not request.validate_only and not quota.admits(outcome.num_partitions):
+            result.error_code = ErrorCode.THROTTLING_QUOTA_EXCEEDED
+            result.error_message = THROTTLING_QUOTA_EXCEEDED_MESSAGE
+            continue
         result.num_partitions = outcome.num_partitions
         result.replication_factor = outcome.replication_factor
         result.topic_id = outcome.topic_id
         pending.add(topic.name)
         if not request.validate_only:
             records += outcome.records
-    response = CreateTopicsResponse(topics=results)
+    response = CreateTopicsResponse(topics=results, throttle_time_ms=quota.throttle_ms())
     if not records:
         return Reply(response)
-    return CommitRecords(records, lambda: Reply(response))
+    return CommitRecords(records, lambda: _charged(response, quota))
+
+
+def _charged(response: Any, quota: MutationQuota) -> Reply:
+    """The answer once its records are committed, with the mutations charged."""
+    response.throttle_time_ms = quota.record()
+    return Reply(response)
 
 
 def handle_delete_topics(
@@ -158,6 +170,7 @@ def handle_delete_topics(
     wanted += [(t.name, t.topic_id) for t in request.topics]
     results: list[DeletableTopicResult] = []
     records: list[Any] = []
+    quota = MutationQuota(state, header, strict=header.request_api_version >= 5)
     for name, topic_id in wanted:
         if name is not None and not allowed(state, header, DELETE, TOPIC, name):
             # Refused before looking it up: the answer does not say whether it exists.
@@ -192,13 +205,16 @@ def handle_delete_topics(
             if found.name in INTERNAL_TOPICS:
                 result.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
                 result.error_message = f"{found.name} is an internal topic"
-                continue
-            records += outcome.records
+            elif not quota.admits(len(found.partitions)):
+                result.error_code = ErrorCode.THROTTLING_QUOTA_EXCEEDED
+                result.error_message = THROTTLING_QUOTA_EXCEEDED_MESSAGE
+            else:
+                records += outcome.records
         results.append(result)
-    response = DeleteTopicsResponse(responses=results)
+    response = DeleteTopicsResponse(responses=results, throttle_time_ms=quota.throttle_ms())
     if not records:
         return Reply(response)
-    return CommitRecords(records, lambda: Reply(response))
+    return CommitRecords(records, lambda: _charged(response, quota))
 
 
 def handle_metadata(state: BrokerState, header: RequestHeader, request: MetadataRequest) -> Outcome:

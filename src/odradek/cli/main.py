@@ -21,6 +21,7 @@ from odradek.cli.extras import missing_extra
 from odradek.cli.partitions import partitions
 from odradek.cli.quarantine import quarantine
 from odradek.cli.quorum import quorum
+from odradek.cli.quotas import quotas
 from odradek.cli.recover_quorum import recover_quorum
 from odradek.cli.users import users
 from odradek.cli.verify import verify
@@ -343,3 +344,4 @@ main.add_command(recover_quorum)
 main.add_command(verify)
 main.add_command(acls)
 main.add_command(users)
+main.add_command(quotas)

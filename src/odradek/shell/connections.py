@@ -17,6 +17,7 @@ import logging
 import os
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
+from time import perf_counter_ns
 from typing import Any, Protocol
 
 from odradek.broker.effects import AwaitRecordCheck, Outcome, Reply
@@ -60,14 +61,20 @@ class RequestCarrier(Protocol):
     async def check_records(self, effect: AwaitRecordCheck) -> Outcome:
         """Finish a produce's record checks off the loop; its next outcome."""
 
+    def request_throttle_ms(self, dispatch: Dispatch, time_ns: int) -> int:
+        """Charge the ``time_ns`` its handler held the loop to the request's client
+        (``request_percentage``); how long to throttle the client for (0: not)."""
+
     def answer(
         self,
         dispatch: Dispatch,
         payload: bytearray,
         throttled: Callable[[int], None] = ...,
+        throttle_ms: int = 0,
     ) -> Coroutine[Any, Any, list[Records] | None]:
         """Carry ``dispatch`` through its effects; its encoded answer (None: none).
-        ``throttled(ms)`` is told the answer's ``throttle_time_ms`` when above 0.
+        The answer's ``throttle_time_ms`` is at least ``throttle_ms``; ``throttled(ms)``
+        is told it when above 0.
 
         Called (not awaited) when the handler has run: the carrier notes then what the
         handler decided on, before any other task runs."""
@@ -347,6 +354,7 @@ class Connections:
                     await self._refuse(decided, security, answers, peer)
                     return
                 carrier.stamp()  # the handler decides on the time it was read
+                started_ns = perf_counter_ns()
                 try:
                     routed = router.handle(payload, peer, principal)
                 except BaseException:
@@ -361,6 +369,10 @@ class Connections:
                     done.set_result(routed.chunks)
                     await queue(done, size)
                     continue
+                # request_percentage: the time the handler held the loop, charged now.
+                request_throttle = carrier.request_throttle_ms(
+                    routed, perf_counter_ns() - started_ns
+                )
                 if isinstance(routed.outcome, AwaitRecordCheck):
                     # Before the next request of this connection is handled, so that its
                     # appends keep the order of the requests.
@@ -373,15 +385,16 @@ class Connections:
                 if isinstance(routed.outcome, Reply):
                     # Answered at once (a fetch with data, acks=1, metadata): no task, and
                     # the answer is ready for the sender on its next turn.
-                    throttle_ms = getattr(routed.outcome.response, "throttle_time_ms", 0)
+                    response = routed.outcome.response
+                    throttle_ms = getattr(response, "throttle_time_ms", 0)
+                    if request_throttle > throttle_ms and hasattr(response, "throttle_time_ms"):
+                        throttle_ms = response.throttle_time_ms = request_throttle
                     if throttle_ms > 0:
                         throttled(throttle_ms)
                     ready: asyncio.Future[list[Records] | None] = loop.create_future()
                     try:
                         ready.set_result(
-                            Router.encode(
-                                routed.header, routed.outcome.response, routed.response_version
-                            )
+                            Router.encode(routed.header, response, routed.response_version)
                         )
                     except Exception as e:  # the sender logs it and closes, as for a task
                         ready.set_exception(e)
@@ -389,7 +402,9 @@ class Connections:
                     continue
                 # answer() notes the image this handler decided on now: a commit applied
                 # before its task first runs must make it decide again.
-                answer = asyncio.ensure_future(carrier.answer(routed, payload, throttled))
+                answer = asyncio.ensure_future(
+                    carrier.answer(routed, payload, throttled, request_throttle)
+                )
                 self._tasks.add(answer)
                 answer.add_done_callback(self._tasks.discard)
                 await queue(answer, size)

@@ -32,6 +32,9 @@ from odradek.broker.effects import (
 )
 from odradek.broker.router import Close, Dispatch, Respond, Router
 from odradek.broker.state import BrokerState
+from odradek.broker.throttle import from_replica, request_throttle_ms
+from odradek.core.errors import RemoteProtocolError
+from odradek.protocol.api import decode_response
 from odradek.protocol.compression import (
     DecompressBuffer,
 )
@@ -151,6 +154,18 @@ def _address_bytes(host: str) -> bytes:
         return b"\x7f\x00\x00\x01"  # not an address (a test's peer name): loopback
 
 
+def _relayed_throttle_ms(dispatch: Dispatch, relayed: bytes) -> int:
+    """The ``throttle_time_ms`` of a response the active controller sent for a
+    forwarded request (0 when it has none or cannot be read: the client still gets the
+    bytes as they came)."""
+    header = dispatch.header
+    try:
+        _, body = decode_response(relayed, header.request_api_key, dispatch.response_version)
+    except RemoteProtocolError:
+        return 0
+    return int(getattr(body, "throttle_time_ms", 0))
+
+
 class Forwarder:
     """Sends a metadata write to the active controller whole (Envelope, KIP-590)."""
 
@@ -224,18 +239,24 @@ class Effects:
         self.replication: ReplicaWaits | None = None
         self.forwarder: Forwarder | None = None
 
+    def request_throttle_ms(self, dispatch: Dispatch, time_ns: int) -> int:
+        if not self._state.image.client_quotas or from_replica(dispatch.body):
+            return 0  # no quotas (the common case), or replication: nothing to charge
+        return request_throttle_ms(self._state, dispatch.header, time_ns)
+
     def answer(
         self,
         dispatch: Dispatch,
         payload: bytearray,
         throttled: Callable[[int], None] = lambda ms: None,
+        throttle_ms: int = 0,
     ) -> Coroutine[Any, Any, list[Records] | None]:
         """Carry ``dispatch`` to its encoded answer (None: no answer).
 
         The image this handler decided on is read now, when the handler has run: a
         commit applied before the returned coroutine first runs must make it decide
         again, never commit what it decided."""
-        return self._answer(dispatch, payload, self._image.generation, throttled)
+        return self._answer(dispatch, payload, self._image.generation, throttled, throttle_ms)
 
     async def _answer(
         self,
@@ -243,21 +264,30 @@ class Effects:
         payload: bytearray,
         decided_on: int,
         throttled: Callable[[int], None],
+        request_throttle_ms: int,
     ) -> list[Records] | None:
+        header = dispatch.header
         try:
             response = await self.carry(dispatch, payload, decided_on)
         except NotController:
             # A metadata write on a node that is not the active controller: forward the
-            # whole request there (Envelope, KIP-590) and relay its response.
+            # whole request there (Envelope, KIP-590) and relay its response, muting
+            # this connection for the throttle the controller set (KIP-599's quota is
+            # charged there).
             assert self.forwarder is not None
-            header = dispatch.header
-            return [await self.forwarder.forward(bytes(payload), header.principal, header.host)]
+            relayed = await self.forwarder.forward(bytes(payload), header.principal, header.host)
+            throttle_ms = max(request_throttle_ms, _relayed_throttle_ms(dispatch, relayed))
+            if throttle_ms > 0:
+                throttled(throttle_ms)
+            return [relayed]
         if response is None:
             return None
         throttle_ms = getattr(response, "throttle_time_ms", 0)
+        if request_throttle_ms > throttle_ms and hasattr(response, "throttle_time_ms"):
+            throttle_ms = response.throttle_time_ms = request_throttle_ms
         if throttle_ms > 0:
             throttled(throttle_ms)  # the connection reads nothing more for that long
-        return Router.encode(dispatch.header, response, dispatch.response_version)
+        return Router.encode(header, response, dispatch.response_version)
 
     async def run_forwarded(self, payload: bytes, principal: KafkaPrincipal, host: str) -> bytes:
         """On the active controller: run a forwarded request through the broker handlers,
