@@ -40,6 +40,7 @@ JARS = Path(os.environ.get("ODRADEK_KAFKA_JARS", ROOT / ".cache" / "kafka-java")
 PROGRAM = Path(__file__).resolve().parent / "java" / "SecureClient.java"
 RECORDS = 200
 SASL_EXCEPTION = "org.apache.kafka.common.errors.SaslAuthenticationException"
+SSL_EXCEPTION = "org.apache.kafka.common.errors.SslAuthenticationException"
 
 
 def _why_not_runnable() -> str | None:
@@ -230,6 +231,12 @@ def test_java_client_over_mutual_tls_with_pkcs12_stores(
             **java_truststore(pki),
         }
         assert roundtrip(tmp_path, client, replicas=2) == EXPECTED_ROUNDTRIP
+        # Without a certificate the handshake is refused with a TLS alert, and the Java
+        # client fails at once (a bare close made it retry until its timeouts).
+        anonymous = {k: v for k, v in client.items() if not k.startswith("ssl.keystore.")}
+        run = run_java(tmp_path, "bad-login", anonymous, "no-certificate", SSL_EXCEPTION)
+        assert summary(run) == {"admin": SSL_EXCEPTION, "producer": SSL_EXCEPTION}, run.stderr
+        assert run.returncode == 0
 
 
 def _scram_login_works(bootstrap: str, ca: Path, user: str, password: str) -> bool:

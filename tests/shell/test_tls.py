@@ -131,6 +131,17 @@ def test_required_client_auth_refuses_a_client_without_a_certificate(tmp_path: P
         run(server, client_context(client_pem()))
 
 
+def test_a_client_without_a_required_certificate_is_told_so_by_a_tls_alert(
+    tmp_path: Path,
+) -> None:
+    """OpenSSL's fatal alert reaches the client (asyncio dropped it, CPython gh-98078):
+    Kafka's Java client then fails at once with an SSL handshake error, where a bare
+    close made it retry for a minute as if the broker were down."""
+    server = server_context(server_pem(tmp_path, **{"ssl.client.auth": "required"}), "SSL")
+    with pytest.raises(ssl.SSLError, match="CERTIFICATE_REQUIRED"):
+        run(server, client_context(client_pem()))
+
+
 def test_a_client_certificate_from_another_ca_is_refused(tmp_path: Path) -> None:
     server = server_context(server_pem(tmp_path, **{"ssl.client.auth": "requested"}), "SSL")
     with pytest.raises((ssl.SSLError, ConnectionError)):

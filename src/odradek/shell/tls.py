@@ -50,6 +50,7 @@ from odradek.security.principal import (
     map_subject,
     subject_name,
 )
+from odradek.shell import tls_alerts
 
 __all__ = [
     "CLIENT_AUTH",
@@ -81,6 +82,8 @@ def server_context(config: Mapping[str, str], listener: str) -> ssl.SSLContext:
     """The context ``listener`` serves TLS with. Raises :class:`ConfigError` naming the
     key (prefixed with the listener) for anything missing, unreadable or unsupported."""
     where = f"listener {listener}"
+    # A refused handshake tells the client why (a TLS alert), as Kafka's brokers do.
+    tls_alerts.install()
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     _common(context, config, where)
     if not _load_keystore(context, config, where):

@@ -2,7 +2,7 @@
 // tests/integration/test_java_client.py. Run with the kafka-clients jars on the class path:
 //
 //   java -cp '.cache/kafka-java/*' SecureClient.java roundtrip CLIENT.properties TOPIC RECORDS REPLICAS
-//   java -cp '.cache/kafka-java/*' SecureClient.java bad-login CLIENT.properties TOPIC
+//   java -cp '.cache/kafka-java/*' SecureClient.java bad-login CLIENT.properties TOPIC [EXCEPTION]
 //
 // CLIENT.properties holds bootstrap.servers and the security settings (security.protocol,
 // sasl.*, ssl.*); everything else is left at Kafka's defaults but for what each step sets.
@@ -17,7 +17,8 @@
 //
 // bad-login: an AdminClient and a KafkaProducer whose login must be refused. Prints
 //   {"admin": "<exception class>", "producer": "<exception class>"}
-// and exits 0 only if both got org.apache.kafka.common.errors.SaslAuthenticationException.
+// and exits 0 only if both got EXCEPTION (a class name; by default
+// org.apache.kafka.common.errors.SaslAuthenticationException).
 
 import java.io.FileReader;
 import java.io.Reader;
@@ -52,7 +53,7 @@ public class SecureClient {
 
     public static void main(String[] args) {
         if (args.length < 3) {
-            System.err.println("usage: SecureClient roundtrip|bad-login CLIENT.properties TOPIC [RECORDS REPLICAS]");
+            System.err.println("usage: SecureClient roundtrip|bad-login CLIENT.properties TOPIC [RECORDS REPLICAS | EXCEPTION]");
             System.exit(2);
         }
         int status;
@@ -66,7 +67,8 @@ public class SecureClient {
                     status = roundtrip(client, args[2], Integer.parseInt(args[3]), Short.parseShort(args[4]));
                     break;
                 case "bad-login":
-                    status = badLogin(client, args[2]);
+                    status = badLogin(client, args[2],
+                            args.length > 3 ? args[3] : SaslAuthenticationException.class.getName());
                     break;
                 default:
                     System.err.println("unknown mode " + args[0]);
@@ -165,7 +167,7 @@ public class SecureClient {
         return e;
     }
 
-    static int badLogin(Properties client, String topic) {
+    static int badLogin(Properties client, String topic, String expected) {
         String admin = "none";
         try (Admin a = Admin.create(with(client, "default.api.timeout.ms", "30000"))) {
             a.describeCluster().nodes().get(TIMEOUT_S, TimeUnit.SECONDS);
@@ -183,7 +185,6 @@ public class SecureClient {
             producer = root(e).getClass().getName();
         }
         System.out.printf("{\"admin\": \"%s\", \"producer\": \"%s\"}%n", admin, producer);
-        String expected = SaslAuthenticationException.class.getName();
         return admin.equals(expected) && producer.equals(expected) ? 0 : 1;
     }
 }
