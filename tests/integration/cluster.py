@@ -109,10 +109,15 @@ class ClusterNode(ServerProcess):
         *,
         broker_protocol: str = "PLAINTEXT",
         controller_protocol: str = "PLAINTEXT",
+        external_protocol: str | None = None,
     ) -> None:
+        """``external_protocol``: a second broker listener, ``EXTERNAL``, for clients
+        (the first stays the inter-broker one)."""
         super().__init__(root / f"node-{node_id}")
         self.broker_protocol = broker_protocol
         self.controller_protocol = controller_protocol
+        self.external_protocol = external_protocol
+        self.external_port = free_port() if external_protocol else 0
         self.node_id = node_id
         self.separate_metadata_dir = separate_metadata_dir
         self.roles = roles
@@ -125,12 +130,20 @@ class ClusterNode(ServerProcess):
         listeners = []
         if "broker" in self.roles:
             listeners.append(f"{self.broker_protocol}://127.0.0.1:{self.port}")
-        if self.broker_protocol != "PLAINTEXT" or self.controller_protocol != "PLAINTEXT":
+            if self.external_protocol:
+                listeners.append(f"EXTERNAL://127.0.0.1:{self.external_port}")
+        if (
+            self.broker_protocol != "PLAINTEXT"
+            or self.controller_protocol != "PLAINTEXT"
+            or self.external_protocol
+        ):
             # The broker listener is the inter-broker one: followers fetch over it too.
             protocols = (
                 f"{self.broker_protocol}:{self.broker_protocol},"
                 f"CONTROLLER:{self.controller_protocol}"
             )
+            if self.external_protocol:
+                protocols += f",EXTERNAL:{self.external_protocol}"
             listeners_extra = (
                 f"inter.broker.listener.name={self.broker_protocol}\n"
                 f"listener.security.protocol.map={protocols}\n"
@@ -181,8 +194,10 @@ class Cluster:
         broker_protocol: str = "PLAINTEXT",
         controller_protocol: str = "PLAINTEXT",
         format_args: Sequence[str] = (),
+        external_protocol: str | None = None,
     ) -> None:
-        """``format_args`` go to every node's ``storage format`` (``--add-scram ...``)."""
+        """``format_args`` go to every node's ``storage format`` (``--add-scram ...``);
+        ``external_protocol`` gives the brokers a second listener (see ClusterNode)."""
         if controllers:
             self.controllers = [
                 ClusterNode(
@@ -215,6 +230,7 @@ class Cluster:
                     separate_metadata_dir=separate_metadata_dir,
                     broker_protocol=broker_protocol,
                     controller_protocol=controller_protocol,
+                    external_protocol=external_protocol,
                 )
                 for i in range(size)
             ]

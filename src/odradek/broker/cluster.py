@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from odradek.broker.addresses import listener_of, registered_address
 from odradek.broker.authorization import OPERATIONS_NOT_REQUESTED, authorized_operations
 from odradek.broker.effects import Outcome, Reply
 from odradek.broker.state import BrokerState
@@ -69,19 +70,16 @@ def handle_describe_cluster(
             )
         )
     s = state.settings
-    brokers = [DescribeClusterBroker(broker_id=s.node_id, host=s.host, port=s.port, rack=s.rack)]
+    listener = listener_of(header)
+    brokers = []
+    own = s.address(listener)
+    if own is not None:
+        brokers.append(DescribeClusterBroker(s.node_id, own[0], own[1], s.rack))
     for broker in sorted(state.image.brokers.values(), key=lambda b: b.broker_id):
-        if broker.broker_id == s.node_id or broker.fenced or not broker.endpoints:
+        address = registered_address(broker, listener)
+        if broker.broker_id == s.node_id or broker.fenced or address is None:
             continue
-        endpoint = broker.endpoints[0]
-        brokers.append(
-            DescribeClusterBroker(
-                broker_id=broker.broker_id,
-                host=endpoint.host,
-                port=endpoint.port,
-                rack=broker.rack,
-            )
-        )
+        brokers.append(DescribeClusterBroker(broker.broker_id, address[0], address[1], broker.rack))
     brokers.sort(key=lambda b: b.broker_id)
     return Reply(
         DescribeClusterResponse(

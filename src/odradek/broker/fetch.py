@@ -13,6 +13,7 @@ session's, and the answer leaves out what the client has already heard.
 from __future__ import annotations
 
 from odradek.broker import replica_fetch
+from odradek.broker.addresses import listener_of
 from odradek.broker.authorization import allowed, allowed_names
 from odradek.broker.effects import AwaitData, Outcome, Reply
 from odradek.broker.fetch_session import FetchContext
@@ -58,7 +59,10 @@ def handle_fetch(state: BrokerState, header: RequestHeader, request: FetchReques
             for t in context.topics
         }
         readable = allowed_names(state, header, AclOperation.READ, ResourceType.TOPIC, names)
-    return _attempt(state, version, request, context, deadline, False, readable, who(header))
+    listener = listener_of(header)
+    return _attempt(
+        state, version, request, context, deadline, False, readable, who(header), listener
+    )
 
 
 def _attempt(
@@ -70,6 +74,7 @@ def _attempt(
     timed_out: bool,
     readable: set[str] | None,
     charged: tuple[str, str],
+    listener: str,
 ) -> Outcome:
     """``readable``: the topics the principal may read (decided when the request came),
     or None when there is no authorizer."""
@@ -95,7 +100,7 @@ def _attempt(
                     data.error_code = ErrorCode.UNKNOWN_TOPIC_ID
                 elif state.knows_partition(name, wanted.partition):
                     data.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                    hint = leader_hint(state, name, wanted.partition)
+                    hint = leader_hint(state, name, wanted.partition, listener)
                     if hint is not None and version >= LEADER_HINT_VERSION:
                         data.current_leader.leader_id = hint.leader_id
                         data.current_leader.leader_epoch = hint.leader_epoch
@@ -156,6 +161,6 @@ def _attempt(
         frozenset(watched),
         deadline,
         lambda expired: _attempt(
-            state, version, request, context, deadline, expired, readable, charged
+            state, version, request, context, deadline, expired, readable, charged, listener
         ),
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from odradek.broker.addresses import listener_of, registered_address
 from odradek.broker.authorization import allowed_names
 from odradek.broker.effects import CommitRecords, GroupCall, Outcome, Reply
 from odradek.broker.router import Request
@@ -74,7 +75,7 @@ def handle_find_coordinator(
             request,
             version,
             offsets_topic_num_partitions=offsets_topic_num_partitions,
-            leader_of=lambda p: _leader_of(state, p),
+            leader_of=lambda p: _leader_of(state, p, listener_of(header)),
         )
         for coordinator in response.coordinators:
             if coordinator.key not in described:
@@ -111,7 +112,7 @@ def handle_find_coordinator(
     return CommitRecords(outcome.records, answer)
 
 
-def _leader_of(state: BrokerState, partition: int) -> Node | None:
+def _leader_of(state: BrokerState, partition: int, listener: str) -> Node | None:
     topic = state.image.topics_by_name.get(OFFSETS_TOPIC)
     if topic is None or partition not in topic.partitions:
         return None
@@ -120,9 +121,10 @@ def _leader_of(state: BrokerState, partition: int) -> Node | None:
     if leader == settings.node_id:
         if (OFFSETS_TOPIC, partition) not in state.partitions:
             return None
-        return (settings.node_id, settings.host, settings.port)
+        own = settings.address(listener)
+        return None if own is None else (settings.node_id, *own)
     broker = state.image.brokers.get(leader)
-    if broker is None or broker.fenced or not broker.endpoints:
+    address = registered_address(broker, listener) if broker is not None else None
+    if broker is None or broker.fenced or address is None:
         return None
-    _, host, port, _ = broker.endpoints[0]
-    return (leader, host, port)
+    return (leader, *address)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from odradek.broker.addresses import address_of
 from odradek.broker.state import BrokerState
 
 
@@ -21,8 +22,11 @@ class LeaderHint:
     rack: str | None
 
 
-def leader_hint(state: BrokerState, topic: str, partition: int) -> LeaderHint | None:
-    """The image's leader of ``topic``-``partition`` and its broker address, if known."""
+def leader_hint(
+    state: BrokerState, topic: str, partition: int, listener: str = ""
+) -> LeaderHint | None:
+    """The image's leader of ``topic``-``partition`` and its address on ``listener``,
+    if known."""
     found = state.image.topics_by_name.get(topic)
     if found is None or partition not in found.partitions:
         return None
@@ -30,11 +34,11 @@ def leader_hint(state: BrokerState, topic: str, partition: int) -> LeaderHint | 
     if registration.leader < 0:
         return LeaderHint(-1, registration.leader_epoch, None, None, None)
     broker = state.image.brokers.get(registration.leader)
-    endpoint = broker.endpoints[0] if broker is not None and broker.endpoints else None
+    address = address_of(state, registration.leader, listener) if broker is not None else None
     return LeaderHint(
         registration.leader,
         registration.leader_epoch,
-        endpoint.host if endpoint else None,
-        endpoint.port if endpoint else None,
+        address[0] if address else None,
+        address[1] if address else None,
         broker.rack if broker else None,
     )

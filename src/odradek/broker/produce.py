@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from odradek.broker.addresses import listener_of
 from odradek.broker.authorization import allowed_names
 from odradek.broker.effects import (
     AwaitFlush,
@@ -114,7 +115,11 @@ def handle_produce(state: BrokerState, header: RequestHeader, request: ProduceRe
                     if known
                     else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 )
-                hint = leader_hint(state, topic.name, data.index) if known else None
+                hint = (
+                    leader_hint(state, topic.name, data.index, listener_of(header))
+                    if known
+                    else None
+                )
                 if hint is not None and version >= LEADER_HINT_VERSION:
                     result.current_leader = LeaderIdAndEpoch(hint.leader_id, hint.leader_epoch)
                     if hint.host is not None and hint.port is not None:

@@ -53,6 +53,9 @@ class Request(RequestHeader):
     forwarded: bool = False
     """Run on the active controller for the broker that received it (KIP-590): what only
     that broker can check (its id, its files) it checked already."""
+    listener: str = ""
+    """The listener it came in on: a client is told the brokers' addresses on that one
+    (Kafka's rule); "" for the node's first broker listener."""
 
 
 Handler = Callable[[Request, Any], Outcome]
@@ -122,9 +125,10 @@ class Router:
         principal: KafkaPrincipal = ANONYMOUS,
         *,
         forwarded: bool = False,
+        listener: str = "",
     ) -> Routed:
-        """Route one request of ``peer`` (``host:port``), whose connection authenticated
-        as ``principal``."""
+        """Route one request of ``peer`` (``host:port``), whose connection to
+        ``listener`` authenticated as ``principal``."""
         try:
             header = decode_request_header_as(Reader(payload), Request)
         except RemoteProtocolError as e:
@@ -132,6 +136,7 @@ class Router:
         header.principal = principal
         header.host = peer.rpartition(":")[0] or peer
         header.forwarded = forwarded
+        header.listener = listener
         key, version = header.request_api_key, header.request_api_version
         who = f"client {peer} ({header.client_id!r})"
         entry = self._handlers.get(key)

@@ -44,6 +44,19 @@ class BrokerSettings:
     is_broker: bool = True
     """False on a controller-only node, which runs forwarded admin requests but hosts no
     partitions: it must never place replicas on itself."""
+    listeners: tuple[tuple[str, str, int], ...] = ()
+    """Every broker listener's advertised ``(name, host, port)``, the first being
+    :attr:`host` and :attr:`port`; empty: one listener, those."""
+
+    def address(self, listener: str) -> tuple[str, int] | None:
+        """Where clients of ``listener`` reach this node ("": its first listener); None
+        when it has no such listener."""
+        if not listener or not self.listeners:
+            return self.host, self.port
+        for name, host, port in self.listeners:
+            if name == listener:
+                return host, port
+        return None
 
 
 def _accept_all(configs: dict[str, str]) -> dict[str, str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from odradek.broker.addresses import listener_of, registered_address
 from odradek.broker.authorization import allowed, allowed_names, authorized_operations
 from odradek.broker.effects import CommitRecords, Outcome, Reply
 from odradek.broker.state import BrokerState
@@ -296,7 +297,7 @@ def _with_operations(
 ) -> MetadataResponse:
     """The answer, with the authorized operations (KIP-430) where the client asked."""
     version = header.request_api_version
-    response = _metadata_response(state, names, version, denied)
+    response = _metadata_response(state, names, version, denied, listener_of(header))
     if request.include_topic_authorized_operations and version >= 8:
         for topic in response.topics:
             if topic.error_code == ErrorCode.NONE and topic.name is not None:
@@ -311,17 +312,19 @@ def _with_operations(
 
 
 def _metadata_response(
-    state: BrokerState, names: list[str | None], version: int, denied: set[str]
+    state: BrokerState, names: list[str | None], version: int, denied: set[str], listener: str
 ) -> MetadataResponse:
     s = state.settings
     image = state.image
-    brokers = [MetadataResponseBroker(node_id=s.node_id, host=s.host, port=s.port, rack=s.rack)]
+    brokers = []
+    own = s.address(listener)
+    if own is not None:
+        brokers.append(MetadataResponseBroker(s.node_id, own[0], own[1], s.rack))
     for b in sorted(image.brokers.values(), key=lambda b: b.broker_id):
-        if b.broker_id != s.node_id and not b.fenced and b.endpoints:
-            _, host, port, _ = b.endpoints[0]
-            brokers.append(
-                MetadataResponseBroker(node_id=b.broker_id, host=host, port=port, rack=b.rack)
-            )
+        if b.broker_id != s.node_id and not b.fenced:
+            address = registered_address(b, listener)
+            if address is not None:
+                brokers.append(MetadataResponseBroker(b.broker_id, address[0], address[1], b.rack))
     topics = []
     for name in names:
         if name in denied:

@@ -4,7 +4,7 @@ A node is a broker, a controller or both (``process.roles``). Controllers serve 
 metadata quorum on their controller listener (``controller.listener.names``); the
 quorum is static (``controller.quorum.voters``) or dynamic
 (``controller.quorum.bootstrap.servers``, voters in the metadata log, KIP-853). What this
-build cannot serve (a second broker listener, several log dirs, GSSAPI) is refused
+build cannot serve (several log dirs, GSSAPI) is refused
 with a message that names the keys, rather than started half right.
 """
 
@@ -31,7 +31,7 @@ from odradek.security.sasl_keys import (
     client_credentials,
     sasl_listener_config,
 )
-from odradek.shell.node import ListenerSecurity, NodeConfig
+from odradek.shell.node import BrokerListener, ListenerSecurity, NodeConfig
 from odradek.shell.peer_client import PLAINTEXT, ClientSecurity
 from odradek.shell.quorum import QuorumConfig
 from odradek.shell.tls import client_context, server_context
@@ -51,7 +51,6 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
         raise ConfigError("process.roles must name broker, controller or both")
     controller_names = set(server.controller_listener_names)
     broker_listeners = [e for e in server.listeners if e.listener_name not in controller_names]
-    served = broker_listeners[0] if server.is_broker and broker_listeners else None
     for endpoint in server.listeners:
         protocol = endpoint.security_protocol
         if protocol not in SUPPORTED_PROTOCOLS:
@@ -59,18 +58,20 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
                 f"listeners: {endpoint.connection_string()} uses {protocol}, which is not "
                 "a security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL)"
             )
-        if (
-            protocol != "PLAINTEXT"
-            and endpoint is not served
-            and endpoint.listener_name not in controller_names
-        ):
-            raise ConfigError(
-                f"listeners: {endpoint.connection_string()} is a second broker listener "
-                "(only the first one is served); refusing to leave it unserved"
-            )
-    broker_security = _broker_security(server, served)
     controller_security = _controller_security(server)
     advertised = [e for e in server.advertised_listeners if e.listener_name not in controller_names]
+    served = (
+        tuple(_broker_listener(server, e, advertised) for e in broker_listeners)
+        if server.is_broker
+        else ()
+    )
+    inter_broker = next((b for b in served if b.name == server.inter_broker_listener_name), None)
+    if served and inter_broker is None:
+        raise ConfigError(
+            f"inter.broker.listener.name: {server.inter_broker_listener_name} is not a "
+            f"broker listener of listeners ({', '.join(b.name for b in served)})"
+        )
+    broker_security = inter_broker.security if inter_broker is not None else None
     if server.is_broker and (not broker_listeners or not advertised):
         raise ConfigError("listeners: no broker listener (one not in controller.listener.names)")
     controller_listeners = list(server.controller_listeners)
@@ -100,7 +101,10 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
     for warning in server.validate():
         log.warning("configuration: %s", warning)
     listen = broker_listeners[0] if broker_listeners else None
-    public = advertised[0] if advertised else None
+    public = next(
+        (e for e in advertised if listen and e.listener_name == listen.listener_name), None
+    )
+    public = public or (advertised[0] if advertised else None)
     settings = BrokerSettings(
         node_id=server.node_id,
         cluster_id=cluster_id,
@@ -118,6 +122,7 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
     controller_listen = controller_listeners[0] if controller_listeners else None
     return NodeConfig(
         broker_security=broker_security,
+        broker_listeners=served,
         controller_security=controller_security,
         authorization=authorization_from(
             server.authorizer_class_name,
@@ -196,20 +201,32 @@ def _validated(server: ServerConfig, overrides: dict[str, str]) -> dict[str, str
     return dict(overrides)
 
 
-def _broker_security(server: ServerConfig, served: Endpoint | None) -> ListenerSecurity | None:
-    """The served broker listener's security: what it serves with and what followers
-    fetch from other brokers with (the broker listener is the inter-broker one). Built
-    at start, so that a bad key store or setting stops the node naming the key."""
-    if served is None or served.security_protocol == "PLAINTEXT":
-        return None
-    name = served.listener_name
-    if server.inter_broker_listener_name != name:
-        raise ConfigError(
-            f"inter.broker.listener.name: brokers must use the broker listener {name} "
-            f"(not {server.inter_broker_listener_name}), the only one served"
+def _broker_listener(
+    server: ServerConfig, bound: Endpoint, advertised: list[Endpoint]
+) -> BrokerListener:
+    """One broker listener: where it binds, what it registers (its
+    ``advertised.listeners`` entry, else where it binds), and its security, built at
+    start so that a bad key store or setting stops the node naming the key. Only the
+    inter-broker listener needs a login of this node's own (followers fetch there)."""
+    name = bound.listener_name
+    public = next((e for e in advertised if e.listener_name == name), bound)
+    security = None
+    if bound.security_protocol != "PLAINTEXT":
+        security = _listener_security(
+            server,
+            name,
+            bound.security_protocol,
+            INTER_BROKER_MECHANISM,
+            serve=True,
+            connect=name == server.inter_broker_listener_name,
         )
-    return _listener_security(
-        server, name, served.security_protocol, INTER_BROKER_MECHANISM, serve=True
+    return BrokerListener(
+        name=name,
+        listen_host=bound.host or "0.0.0.0",
+        listen_port=bound.port,
+        advertised_host=public.host or "127.0.0.1",
+        advertised_port=public.port,
+        security=security,
     )
 
 
@@ -240,13 +257,21 @@ def _controller_security(server: ServerConfig) -> ListenerSecurity | None:
 
 
 def _listener_security(
-    server: ServerConfig, name: str, protocol: str, mechanism_key: str, *, serve: bool
+    server: ServerConfig,
+    name: str,
+    protocol: str,
+    mechanism_key: str,
+    *,
+    serve: bool,
+    connect: bool = True,
 ) -> ListenerSecurity:
+    """``connect``: this node connects to the listener too (the inter-broker and the
+    controller listener), so it needs a login of its own for it."""
     tls = protocol in ("SSL", "SASL_SSL")
     config = server.ssl_config(name) if tls else {}
     sasl = sasl_listener_config(server.originals, name) if protocol.startswith("SASL_") else None
     credentials = None
-    if sasl is not None:
+    if sasl is not None and connect:
         credentials = client_credentials(server.originals, name, mechanism_key)
         if credentials.mechanism not in sasl.mechanisms:
             raise ConfigError(
@@ -257,7 +282,7 @@ def _listener_security(
         listener=name,
         protocol=protocol,
         server_tls=server_context(config, name) if tls and serve else None,
-        client=ClientSecurity(client_context(config) if tls else None, credentials),
+        client=ClientSecurity(client_context(config) if tls and connect else None, credentials),
         principal_rules=(
             parse_mapping_rules(config.get("ssl.principal.mapping.rules", ""))
             if protocol == "SSL"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 from collections.abc import Callable, Coroutine
@@ -21,7 +22,7 @@ from time import perf_counter_ns
 from typing import Any, Protocol
 
 from odradek.broker.effects import AwaitRecordCheck, Outcome, Reply
-from odradek.broker.router import Close, Dispatch, Respond, Router
+from odradek.broker.router import Close, Dispatch, Respond, Routed, Router
 from odradek.broker.server_config import ServerConfig
 from odradek.core.errors import RemoteProtocolError
 from odradek.protocol.framing import FrameDecoder, size_prefix
@@ -50,6 +51,10 @@ Answers = asyncio.Queue["asyncio.Future[list[Records] | None] | None"]
 class CloseConnection(Exception):
     """An answer that is no answer: close the connection after the answers before it
     (an acks=0 produce that failed, see :class:`~odradek.broker.effects.NoReply`)."""
+
+
+Route = Callable[[bytearray, str, KafkaPrincipal], Routed]
+"""A listener's router: a request's payload, peer and principal in, where it goes out."""
 
 
 class RequestCarrier(Protocol):
@@ -143,6 +148,8 @@ class Connections:
         ``security`` says what its clients must prove (None: nothing, PLAINTEXT)."""
         guard = self.guard(listener)
         rules = security.principal_rules if security is not None else None
+        # The router is told the listener of each request (clients get its addresses).
+        route: Route = functools.partial(router.handle, listener=listener)
 
         async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
             principal = ANONYMOUS
@@ -152,7 +159,7 @@ class Connections:
                     writer.transport.abort()
                     return
                 principal = named
-            await self._serve(router, guard, observer, reader, writer, security, principal)
+            await self._serve(route, guard, observer, reader, writer, security, principal)
 
         return serve
 
@@ -167,7 +174,7 @@ class Connections:
 
     async def _serve(
         self,
-        router: Router,
+        route: Route,
         guard: ListenerGuard,
         observer: ConnectionObserver | None,
         reader: asyncio.StreamReader,
@@ -201,7 +208,7 @@ class Connections:
         stopping = False
         try:
             await self._read_requests(
-                router, guard, budget, reader, writer, answers, peer, security, principal
+                route, guard, budget, reader, writer, answers, peer, security, principal
             )
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
@@ -229,7 +236,7 @@ class Connections:
 
     async def _read_requests(
         self,
-        router: Router,
+        route: Route,
         guard: ListenerGuard,
         budget: ConnectionBudget,
         reader: asyncio.StreamReader,
@@ -259,7 +266,7 @@ class Connections:
         partial = PartialFrameWatch(loop, guard.partial_request_timeout_s, close_partial)
         try:
             await self._read_frames(
-                router, budget, reader, answers, peer, decoder, idle, partial, security, principal
+                route, budget, reader, answers, peer, decoder, idle, partial, security, principal
             )
         finally:
             idle.cancel()
@@ -267,7 +274,7 @@ class Connections:
 
     async def _read_frames(
         self,
-        router: Router,
+        route: Route,
         budget: ConnectionBudget,
         reader: asyncio.StreamReader,
         answers: Answers,
@@ -356,7 +363,7 @@ class Connections:
                 carrier.stamp()  # the handler decides on the time it was read
                 started_ns = perf_counter_ns()
                 try:
-                    routed = router.handle(payload, peer, principal)
+                    routed = route(payload, peer, principal)
                 except BaseException:
                     budget.finished(size)  # the listener's budget outlives this connection
                     raise

@@ -337,6 +337,7 @@ class Effects:
                         dispatch.peer,
                         dispatch.header.principal,
                         forwarded=dispatch.header.forwarded,
+                        listener=dispatch.header.listener,
                     )
                     if not isinstance(again, Dispatch):
                         return None

@@ -117,6 +117,20 @@ class ListenerSecurity:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerListener:
+    """One broker listener a node serves (``listeners`` less the controller's): where it
+    binds, what it registers for clients (``advertised.listeners``; port 0: the one
+    bound), and its security (None: PLAINTEXT)."""
+
+    name: str
+    listen_host: str
+    listen_port: int
+    advertised_host: str
+    advertised_port: int
+    security: ListenerSecurity | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class NodeConfig:
     """What a node runs with; ``odradek.shell.boot.node_config`` derives it."""
 
@@ -148,7 +162,11 @@ class NodeConfig:
     broker_session_connection_loss_ms: int = 500
     broker_heartbeat_interval_ms: int = 2000
     broker_security: ListenerSecurity | None = None
-    """None: the broker listener is PLAINTEXT."""
+    """The inter-broker listener's (``inter.broker.listener.name``): what followers fetch
+    from leaders with. None: PLAINTEXT."""
+    broker_listeners: tuple[BrokerListener, ...] = ()
+    """Every broker listener served, the first at ``listen_host``:``listen_port``; empty:
+    that one alone, with ``broker_security``."""
     controller_security: ListenerSecurity | None = None
     """None: the controller listener is PLAINTEXT."""
     authorization: Authorization | None = None
@@ -178,7 +196,7 @@ class Node:
         self.hosting: Hosting | None = None
         self.housekeeping: Housekeeping | None = None
         self.clean_shutdown: CleanShutdownFile | None = None
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
         self._controller_server: asyncio.Server | None = None
         self._lifecycle_task: asyncio.Task[None] | None = None
         self.controller_port = config.controller_listen_port
@@ -241,8 +259,9 @@ class Node:
             self.groups,
             node_id=settings.node_id,
         )
-        self._broker_tls: ReloadableServerContext | None = None
-        self._broker_tls_dynamic: dict[str, str] | None = None
+        # Each TLS broker listener's stores, and the dynamic configs they were loaded with.
+        self._broker_tls: dict[str, ReloadableServerContext] = {}
+        self._broker_tls_dynamic: dict[str, dict[str, str]] = {}
         self._forward_peers = PeerPool(
             f"forward-{settings.node_id}", _client_of(config.controller_security)
         )
@@ -557,41 +576,57 @@ class Node:
         self.metadata.hosting = self.hosting
         self.state.records_appended = self._records_appended
         self.hosting.sync()
-        broker_security = cfg.broker_security
-        if broker_security is not None and broker_security.server_tls is not None:
-            # The listener's stores follow this broker's dynamic configs (AlterConfigs).
-            self._broker_tls = ReloadableServerContext(broker_security.server_tls)
+        listeners = cfg.broker_listeners or (
+            BrokerListener(
+                broker_listener_name(cfg.server),
+                cfg.listen_host,
+                cfg.listen_port,
+                cfg.settings.host,
+                cfg.settings.port,
+                cfg.broker_security,
+            ),
+        )
+        for listener in listeners:
+            if listener.security is not None and listener.security.server_tls is not None:
+                self._broker_tls[listener.name] = ReloadableServerContext(
+                    listener.security.server_tls
+                )
+        if self._broker_tls:
+            # The listeners' stores follow this broker's dynamic configs (AlterConfigs).
             self.state.validate_listener_tls = self._validate_listener_tls
             self.metadata.on_change.append(self._reload_broker_tls)
             self._reload_broker_tls()
-        self._server = await asyncio.start_server(
-            self.connections.serving(
-                self.router,
-                broker_listener_name(cfg.server),
-                security=self._serving_security(broker_security),
-            ),
-            cfg.listen_host,
-            cfg.listen_port,
-            ssl=self._broker_tls.serving if self._broker_tls is not None else None,
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
-        if cfg.settings.port == 0:
+        registered: list[tuple[str, str, int, int]] = []
+        for listener in listeners:
+            tls = self._broker_tls.get(listener.name)
+            server = await asyncio.start_server(
+                self.connections.serving(
+                    self.router, listener.name, security=self._serving_security(listener.security)
+                ),
+                listener.listen_host,
+                listener.listen_port,
+                ssl=tls.serving if tls is not None else None,
+            )
+            self._servers.append(server)
+            bound = server.sockets[0].getsockname()[1]
+            protocol = listener.security.protocol if listener.security is not None else "PLAINTEXT"
             # Listening on an ephemeral port: advertise the one we got.
-            self.state.settings = dataclasses.replace(cfg.settings, port=self.port)
+            port = listener.advertised_port or bound
+            registered.append(
+                (listener.name, listener.advertised_host, port, SECURITY_PROTOCOL_IDS[protocol])
+            )
+        self.port = self._servers[0].sockets[0].getsockname()[1]
+        self.state.settings = dataclasses.replace(
+            cfg.settings,
+            host=registered[0][1],
+            port=registered[0][2],
+            listeners=tuple((name, host, port) for name, host, port, _ in registered),
+        )
         settings = self.state.settings
         self.lifecycle = BrokerLifecycle(
             broker_id=settings.node_id,
             cluster_id=settings.cluster_id,
-            listeners=[
-                (
-                    broker_listener_name(cfg.server),
-                    settings.host,
-                    settings.port,
-                    SECURITY_PROTOCOL_IDS[
-                        broker_security.protocol if broker_security is not None else "PLAINTEXT"
-                    ],
-                )
-            ],
+            listeners=registered,
             rack=settings.rack,
             log_dirs=[self.log_dir.directory_id],
             quorum=self.quorum,
@@ -619,8 +654,8 @@ class Node:
         log.info("node %d serving clients on %s:%d", settings.node_id, cfg.listen_host, self.port)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         halted = self.quorum is not None and self.quorum.halted is not None
         if self.lifecycle is not None:
             self._lifecycle_task_cancel()
@@ -719,9 +754,9 @@ class Node:
             max_receive_size=sasl.max_receive_size,
         )
 
-    def _broker_listener_dynamic(self) -> dict[str, str]:
-        """This broker's dynamic configs of its listener's reloadable TLS keys."""
-        listener = broker_listener_name(self.config.server).lower()
+    def _broker_listener_dynamic(self, name: str) -> dict[str, str]:
+        """This broker's dynamic configs of listener ``name``'s reloadable TLS keys."""
+        listener = name.lower()
         configs = self.state.image.configs.get(
             (CONFIG_RESOURCE_BROKER, str(self.config.settings.node_id)), {}
         )
@@ -732,8 +767,9 @@ class Node:
         }
 
     def _validate_listener_tls(self, listener: str, dynamic: dict[str, str]) -> str | None:
-        name = broker_listener_name(self.config.server)
-        if listener != name.lower() or self._broker_tls is None:
+        """``listener`` is lower case, as Kafka's ``listener.name.<l>.`` prefixes are."""
+        name = next((n for n in self._broker_tls if n.lower() == listener), None)
+        if name is None:
             return f"listener {listener} does not serve TLS on this broker"
         try:
             server_context(effective_ssl_config(self.config.server.originals, name, dynamic), name)
@@ -742,24 +778,26 @@ class Node:
         return None
 
     def _reload_broker_tls(self) -> None:
-        """Serve new connections with the stores the image now names for this broker's
-        listener (a dynamic AlterConfigs); a store that cannot be loaded keeps the old
-        one and says so."""
-        dynamic = self._broker_listener_dynamic()
-        if self._broker_tls is None or dynamic == self._broker_tls_dynamic:
-            return
-        name = broker_listener_name(self.config.server)
-        try:
-            context = server_context(
-                effective_ssl_config(self.config.server.originals, name, dynamic), name
-            )
-        except ConfigError as e:
-            log.error("listener %s: keeping its TLS stores, the new ones fail: %s", name, e)
-            return
-        if self._broker_tls_dynamic is not None:
-            log.info("listener %s: TLS key and trust stores reloaded (%s)", name, sorted(dynamic))
-        self._broker_tls_dynamic = dynamic
-        self._broker_tls.replace(context)
+        """Serve new connections with the stores the image now names for each of this
+        broker's TLS listeners (a dynamic AlterConfigs); a store that cannot be loaded
+        keeps the old one and says so."""
+        for name, reloadable in self._broker_tls.items():
+            dynamic = self._broker_listener_dynamic(name)
+            if dynamic == self._broker_tls_dynamic.get(name):
+                continue
+            try:
+                context = server_context(
+                    effective_ssl_config(self.config.server.originals, name, dynamic), name
+                )
+            except ConfigError as e:
+                log.error("listener %s: keeping its TLS stores, the new ones fail: %s", name, e)
+                continue
+            if name in self._broker_tls_dynamic:
+                log.info(
+                    "listener %s: TLS key and trust stores reloaded (%s)", name, sorted(dynamic)
+                )
+            self._broker_tls_dynamic[name] = dynamic
+            reloadable.replace(context)
 
     def _scram_credential(self, mechanism: ScramMechanism, user: str) -> ScramCredential | None:
         return self.state.image.scram_credentials.get((mechanism.kafka_type, user))

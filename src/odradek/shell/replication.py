@@ -33,6 +33,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from odradek.broker.addresses import registered_address
 from odradek.broker.partition import LocalPartition, LogEpochs, registration_of
 from odradek.broker.server_config import ServerConfig
 from odradek.broker.state import BrokerState
@@ -150,8 +151,8 @@ class ReplicationService:
         fetch_security: ClientSecurity = PLAINTEXT,
         controller_security: ClientSecurity = PLAINTEXT,
     ) -> None:
-        """``fetch_security``: how fetches from leaders connect (the broker listener is the
-        inter-broker one); ``controller_security``: how ISR changes reach the controller."""
+        """``fetch_security``: how fetches from leaders connect (to their inter-broker
+        listener); ``controller_security``: how ISR changes reach the controller."""
         self.state = state
         # Fetchers are long-lived: one that fails on something no partition's own error
         # handling covers (a bug) stops the node rather than leaving its replicas
@@ -327,10 +328,14 @@ class ReplicationService:
             )
 
     def _broker_address(self, broker_id: int) -> tuple[str, int] | None:
+        """Where followers fetch from ``broker_id``: its inter-broker listener
+        (``inter.broker.listener.name``), or its first when it registered no such one."""
         broker = self.state.image.brokers.get(broker_id)
-        if broker is None or not broker.endpoints:
+        if broker is None:
             return None
-        return (broker.endpoints[0].host, broker.endpoints[0].port)
+        return registered_address(
+            broker, self.server.inter_broker_listener_name
+        ) or registered_address(broker, "")
 
     def _peer(self, address: tuple[str, int], purpose: str) -> PeerConnection:
         return self._peers[purpose].get(address)
