@@ -270,15 +270,18 @@ class Cluster:
     def bootstrap(self) -> str:
         return ",".join(n.bootstrap for n in self.nodes)
 
-    def controller_leader(self) -> int:
+    def controller_leader(self, command_config: Path | None = None) -> int:
+        """The active controller's id; ``command_config``: the client properties that
+        reach a secured controller listener."""
         import json
 
+        security = ["--command-config", str(command_config)] if command_config else []
         for n in self.controllers:
             if n.process is None or n.process.poll() is not None:
                 continue
             out = odradek(
                 "quorum", "describe", "--bootstrap-controller",
-                f"127.0.0.1:{n.controller_port}", "--json",
+                f"127.0.0.1:{n.controller_port}", "--json", *security,
             ).stdout  # fmt: skip
             leader: int = json.loads(out)["leader_id"]
             return leader

@@ -259,9 +259,10 @@ class Node:
             self.groups,
             node_id=settings.node_id,
         )
-        # Each TLS broker listener's stores, and the dynamic configs they were loaded with.
-        self._broker_tls: dict[str, ReloadableServerContext] = {}
-        self._broker_tls_dynamic: dict[str, dict[str, str]] = {}
+        # Each TLS listener's stores (the broker listeners', and the controller listener's),
+        # and the dynamic configs they were loaded with.
+        self._listener_tls: dict[str, ReloadableServerContext] = {}
+        self._listener_tls_dynamic: dict[str, dict[str, str]] = {}
         self._forward_peers = PeerPool(
             f"forward-{settings.node_id}", _client_of(config.controller_security)
         )
@@ -398,6 +399,12 @@ class Node:
             self.effects.controller = self.controller
             host = cfg.controller_listen_host or "0.0.0.0"
             controller_security = cfg.controller_security
+            controller_tls = None
+            if controller_security is not None and controller_security.server_tls is not None:
+                # Its stores follow this node's dynamic configs too (on a combined node,
+                # whose broker takes the AlterConfigs).
+                controller_tls = ReloadableServerContext(controller_security.server_tls)
+                self._listener_tls[cfg.quorum.controller_listener] = controller_tls
             self._controller_server = await asyncio.start_server(
                 self.connections.serving(
                     self.controller_router,
@@ -407,7 +414,7 @@ class Node:
                 ),
                 host,
                 cfg.controller_listen_port,
-                ssl=controller_security.server_tls if controller_security is not None else None,
+                ssl=controller_tls.serving if controller_tls is not None else None,
             )
             self.controller_port = self._controller_server.sockets[0].getsockname()[1]
             local = "127.0.0.1" if host in ("0.0.0.0", "") else host
@@ -588,17 +595,17 @@ class Node:
         )
         for listener in listeners:
             if listener.security is not None and listener.security.server_tls is not None:
-                self._broker_tls[listener.name] = ReloadableServerContext(
+                self._listener_tls[listener.name] = ReloadableServerContext(
                     listener.security.server_tls
                 )
-        if self._broker_tls:
+        if self._listener_tls:
             # The listeners' stores follow this broker's dynamic configs (AlterConfigs).
             self.state.validate_listener_tls = self._validate_listener_tls
-            self.metadata.on_change.append(self._reload_broker_tls)
-            self._reload_broker_tls()
+            self.metadata.on_change.append(self._reload_listener_tls)
+            self._reload_listener_tls()
         registered: list[tuple[str, str, int, int]] = []
         for listener in listeners:
-            tls = self._broker_tls.get(listener.name)
+            tls = self._listener_tls.get(listener.name)
             server = await asyncio.start_server(
                 self.connections.serving(
                     self.router, listener.name, security=self._serving_security(listener.security)
@@ -754,7 +761,7 @@ class Node:
             max_receive_size=sasl.max_receive_size,
         )
 
-    def _broker_listener_dynamic(self, name: str) -> dict[str, str]:
+    def _listener_dynamic(self, name: str) -> dict[str, str]:
         """This broker's dynamic configs of listener ``name``'s reloadable TLS keys."""
         listener = name.lower()
         configs = self.state.image.configs.get(
@@ -768,7 +775,7 @@ class Node:
 
     def _validate_listener_tls(self, listener: str, dynamic: dict[str, str]) -> str | None:
         """``listener`` is lower case, as Kafka's ``listener.name.<l>.`` prefixes are."""
-        name = next((n for n in self._broker_tls if n.lower() == listener), None)
+        name = next((n for n in self._listener_tls if n.lower() == listener), None)
         if name is None:
             return f"listener {listener} does not serve TLS on this broker"
         try:
@@ -777,13 +784,13 @@ class Node:
             return str(e)
         return None
 
-    def _reload_broker_tls(self) -> None:
+    def _reload_listener_tls(self) -> None:
         """Serve new connections with the stores the image now names for each of this
-        broker's TLS listeners (a dynamic AlterConfigs); a store that cannot be loaded
+        node's TLS listeners (a dynamic AlterConfigs); a store that cannot be loaded
         keeps the old one and says so."""
-        for name, reloadable in self._broker_tls.items():
-            dynamic = self._broker_listener_dynamic(name)
-            if dynamic == self._broker_tls_dynamic.get(name):
+        for name, reloadable in self._listener_tls.items():
+            dynamic = self._listener_dynamic(name)
+            if dynamic == self._listener_tls_dynamic.get(name):
                 continue
             try:
                 context = server_context(
@@ -792,11 +799,11 @@ class Node:
             except ConfigError as e:
                 log.error("listener %s: keeping its TLS stores, the new ones fail: %s", name, e)
                 continue
-            if name in self._broker_tls_dynamic:
+            if name in self._listener_tls_dynamic:
                 log.info(
                     "listener %s: TLS key and trust stores reloaded (%s)", name, sorted(dynamic)
                 )
-            self._broker_tls_dynamic[name] = dynamic
+            self._listener_tls_dynamic[name] = dynamic
             reloadable.replace(context)
 
     def _scram_credential(self, mechanism: ScramMechanism, user: str) -> ScramCredential | None:
