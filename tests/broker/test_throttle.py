@@ -183,21 +183,20 @@ def test_validate_only_and_refused_topics_are_not_charged() -> None:
     assert created.throttle_time_ms == 0  # the bucket was whole: 11 of 11 taken
 
 
+def _grow(h: Harness, topic: str, count: int) -> Any:
+    request = CreatePartitionsRequest(
+        topics=[cp.CreatePartitionsTopic(name=topic, count=count)], timeout_ms=1000
+    )
+    return h.carry(partitions_admin.handle_create_partitions(h.state, _as("alice", 37, 3), request))
+
+
 def test_deleting_topics_and_adding_partitions_spend_the_same_bucket() -> None:
     h = new_harness()
     h.add_topic("big", [[h.node_id]] * 8)
     h.add_topic("small", [[h.node_id]] * 2)
     h.add_topic("last", [[h.node_id]])
     _quota(h, "controller_mutation_rate", 1, "alice")
-    grown = h.carry(
-        partitions_admin.handle_create_partitions(
-            h.state,
-            _as("alice", 37, 3),
-            CreatePartitionsRequest(
-                topics=[cp.CreatePartitionsTopic(name="small", count=6)], timeout_ms=1000
-            ),
-        )
-    )
+    grown = _grow(h, "small", 6)
     assert grown.results[0].error_code == ErrorCode.NONE
     assert len(h.image.topics_by_name["small"].partitions) == 6
     deleted = h.carry(
@@ -214,15 +213,7 @@ def test_deleting_topics_and_adding_partitions_spend_the_same_bucket() -> None:
     }
     assert set(h.image.topics_by_name) == {"small", "last"}
     assert deleted.throttle_time_ms == 1000
-    refused = h.carry(
-        partitions_admin.handle_create_partitions(
-            h.state,
-            _as("alice", 37, 3),
-            CreatePartitionsRequest(
-                topics=[cp.CreatePartitionsTopic(name="small", count=7)], timeout_ms=1000
-            ),
-        )
-    )
+    refused = _grow(h, "small", 7)
     assert refused.results[0].error_code == ErrorCode.THROTTLING_QUOTA_EXCEEDED
     assert refused.throttle_time_ms == 1000
     assert len(h.image.topics_by_name["small"].partitions) == 6

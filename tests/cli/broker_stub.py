@@ -123,3 +123,11 @@ class StubBroker:
         finally:
             self._writers.discard(writer)
             writer.close()
+
+
+def start(stubs: list[StubBroker], answer: Answer) -> StubBroker:
+    """A stub answering with ``answer``, started and added to ``stubs`` (the fixture of
+    tests/cli/conftest.py closes and checks it)."""
+    stub = StubBroker(answer).start()
+    stubs.append(stub)
+    return stub

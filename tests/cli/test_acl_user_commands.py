@@ -6,7 +6,6 @@ requests the commands build, and what they print, against a stub broker
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,22 +37,7 @@ from odradek.protocol.messages import describe_user_scram_credentials_response a
 from odradek.protocol.messages.request_header import RequestHeader
 from odradek.security.acls import AclOperation, AclPermission, PatternType, ResourceType
 from odradek.security.scram import SCRAM_SHA_256, SCRAM_SHA_512, salted_password
-from tests.cli.broker_stub import StubBroker
-
-
-@pytest.fixture
-def stubs() -> Iterator[list[StubBroker]]:
-    started: list[StubBroker] = []
-    yield started
-    for stub in started:
-        stub.close()
-    assert [e for stub in started for e in stub.errors] == []
-
-
-def start(stubs: list[StubBroker], answer: Callable[[RequestHeader, Any], Any]) -> StubBroker:
-    stub = StubBroker(answer).start()
-    stubs.append(stub)
-    return stub
+from tests.cli.broker_stub import StubBroker, start
 
 
 def run(stub: StubBroker | None, *args: str, input: str | None = None) -> Result:

@@ -9,7 +9,7 @@ the same remove-brokers on real processes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -43,27 +43,10 @@ from odradek.protocol.record_codec import (
     encode_batch,
 )
 from odradek.raft.wire import METADATA_PARTITION, METADATA_TOPIC
-from tests.cli.broker_stub import HANG, STOP, StubBroker
+from tests.cli.broker_stub import HANG, STOP, StubBroker, start
 from tests.cli.test_quarantine_cli import ENTRY, make_entry
 
 DIRECTORY_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
-
-
-@pytest.fixture
-def stubs() -> Iterator[list[StubBroker]]:
-    """Stubs a test starts; every one is closed afterwards and must have met only the
-    requests its test expected."""
-    started: list[StubBroker] = []
-    yield started
-    for stub in started:
-        stub.close()
-    assert [e for stub in started for e in stub.errors] == []
-
-
-def start(stubs: list[StubBroker], answer: Callable[[RequestHeader, Any], Any]) -> StubBroker:
-    stub = StubBroker(answer).start()
-    stubs.append(stub)
-    return stub
 
 
 def metadata(

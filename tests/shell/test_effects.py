@@ -86,17 +86,7 @@ def test_records_decided_on_an_image_that_moved_on_are_decided_again() -> None:
 
         router = Router()
         router.register(CreateTopicsRequest.API_KEY, (0, 7), create_topics)
-        flushes = Flushes()
-        effects = Effects(
-            h.state,
-            router,
-            image,
-            flushes,
-            LongPolls(flushes, flush_before_ack=True),
-            NoChecks(),
-            NoGroups(),
-            node_id=h.node_id,
-        )
+        effects = _effects(h, router, image)
         controller = Controller(image)
         effects.controller = controller
         payload = bytearray(
