@@ -161,6 +161,8 @@ class ClusterNode(ServerProcess):
             f"log.dirs={self.dir / 'data'}\n"
             + (f"metadata.log.dir={self.dir / 'metadata'}\n" if self.separate_metadata_dir else "")
             + listeners_extra
+            # As odradek dev: a group's first members are not waited for (3 s each).
+            + "group.initial.rebalance.delay.ms=0\n"
             + self.extra
         )
 

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from types import FrameType
-from typing import IO
+from typing import IO, Final
 
 import click
 from cryptography import x509
@@ -55,6 +55,12 @@ from odradek.storage.checkpoint import META_PROPERTIES
 from odradek.storage.fs import join
 
 START_TIMEOUT_S = 60.0
+DEV_SETTINGS: Final = (
+    "# As in Kafka's own server.properties for development: a new consumer group's first\n"
+    "# members are not waited for (the production default waits 3 s for more to join).\n"
+    "group.initial.rebalance.delay.ms=0\n"
+)
+"""What every ``odradek dev`` node runs with besides the defaults."""
 STOP_TIMEOUT_S = 30.0
 LOG_TAIL_LINES = 30
 _BROKER_LISTENER = "PLAINTEXT"
@@ -316,7 +322,7 @@ class ClusterPlan:
             f"listeners={node.listeners()}\n"
             f"controller.listener.names={_CONTROLLER_LISTENER}\n"
             f"controller.quorum.bootstrap.servers={bootstrap}\n"
-            f"log.dirs={node.directory}\n" + secured
+            f"log.dirs={node.directory}\n" + DEV_SETTINGS + secured
         )
 
     def initial_controllers(self) -> str:

@@ -138,7 +138,7 @@ def dev(
         f"listeners={broker_listener}://{host}:{port},CONTROLLER://{host}:{controller_port}\n"
         "controller.listener.names=CONTROLLER\n"
         f"controller.quorum.bootstrap.servers={host}:{controller_port}\n"
-        f"log.dirs={node_dir}\n" + secured
+        f"log.dirs={node_dir}\n" + dev_cluster.DEV_SETTINGS + secured
     )
     with open(join(node_dir, "server.properties"), "w", encoding="utf-8") as f:
         if secure:  # the file holds passwords: only its owner reads it
