@@ -217,6 +217,43 @@ def test_client_checks_the_host_name_unless_told_not_to(tmp_path: Path) -> None:
     assert run(server, off, host="elsewhere.example") == ANONYMOUS
 
 
+async def negotiated(server: ssl.SSLContext, client: ssl.SSLContext) -> tuple[str, str]:
+    """The suite and protocol a TLS connection from ``client`` to ``server`` agrees on."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.close()
+
+    listener = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=server)
+    port = listener.sockets[0].getsockname()[1]
+    try:
+        _, writer = await asyncio.open_connection(
+            "127.0.0.1", port, ssl=client, server_hostname="localhost"
+        )
+        name, protocol, _ = writer.get_extra_info("ssl_object").cipher()
+        writer.close()
+        return name, protocol
+    finally:
+        listener.close()
+        await listener.wait_closed()
+
+
+def test_cipher_suites_named_as_java_names_them_are_the_ones_served(tmp_path: Path) -> None:
+    suite = "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384"
+    server = server_context(server_pem(tmp_path, **{"ssl.cipher.suites": suite}), "SSL")
+    client = client_context(client_pem())
+    # No TLS 1.3 suite listed: TLS 1.3 is off, as in Java, and the one suite is used.
+    assert asyncio.run(negotiated(server, client)) == ("ECDHE-ECDSA-AES256-GCM-SHA384", "TLSv1.2")
+    tls13 = "TLS_AES_128_GCM_SHA256,TLS_AES_256_GCM_SHA384,TLS_CHACHA20_POLY1305_SHA256"
+    only13 = server_context(server_pem(tmp_path, **{"ssl.cipher.suites": tls13}), "SSL")
+    assert asyncio.run(negotiated(only13, client))[1] == "TLSv1.3"
+    # A client that offers only another TLS 1.2 suite finds none in common.
+    other = client_context(
+        client_pem(extra={"ssl.cipher.suites": "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256"})
+    )
+    with pytest.raises(ssl.SSLError):
+        asyncio.run(negotiated(server, other))
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [

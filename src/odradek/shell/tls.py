@@ -23,8 +23,8 @@ Python's ``ssl`` loads keys from files only, so inline PEM and PKCS12 keys are w
 to a private temporary file, loaded, and removed at once; a PKCS12 key goes there
 encrypted with a password made for the load (an inline key as the configuration has it).
 
-``ssl.cipher.suites`` takes Java's (IANA) suite names, which OpenSSL does not read; a
-value other than empty is refused at start naming the key rather than ignored.
+``ssl.cipher.suites`` takes Java's (IANA) suite names, mapped to OpenSSL's by
+:mod:`odradek.security.cipher_suites`; the enabled protocols follow the suites listed.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from cryptography.hazmat.primitives.asymmetric.types import PrivateKeyTypes
 from cryptography.hazmat.primitives.serialization import pkcs12
 
 from odradek.core.errors import ConfigError
+from odradek.security.cipher_suites import cipher_choice
 from odradek.security.principal import (
     ANONYMOUS,
     KafkaPrincipal,
@@ -151,13 +152,28 @@ def _common(context: ssl.SSLContext, config: Mapping[str, str], where: str) -> N
             f"{where}: ssl.enabled.protocols={raw!r}: supported are TLSv1.2 and TLSv1.3"
         )
     versions = sorted(_PROTOCOLS[p] for p in names)
+    choice = cipher_choice(config.get("ssl.cipher.suites", ""), where)
+    if choice is not None:
+        # As in Java, a protocol none of whose suites is listed is not offered.
+        versions = [
+            v
+            for v in versions
+            if (choice.tls12 and v == ssl.TLSVersion.TLSv1_2)
+            or (choice.tls13 and v == ssl.TLSVersion.TLSv1_3)
+        ]
+        if not versions:
+            raise ConfigError(
+                f"{where}: ssl.cipher.suites lists no suite of ssl.enabled.protocols={raw!r}"
+            )
+        if choice.openssl:
+            try:
+                context.set_ciphers(choice.openssl)
+            except ssl.SSLError as e:
+                raise ConfigError(
+                    f"{where}: ssl.cipher.suites: OpenSSL here offers none of them ({e})"
+                ) from None
     context.minimum_version = versions[0]
     context.maximum_version = versions[-1]
-    if config.get("ssl.cipher.suites", "").strip():
-        raise ConfigError(
-            f"{where}: ssl.cipher.suites is not supported yet (Java's suite names have no "
-            "OpenSSL equivalent here); leave it unset to use OpenSSL's defaults"
-        )
 
 
 def _store_type(config: Mapping[str, str], key: str, where: str) -> str:
