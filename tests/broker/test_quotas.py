@@ -204,3 +204,18 @@ def test_idle_trackers_expire() -> None:
     assert manager.expire_idle(3_599_999) == 0
     assert manager.expire_idle(3_600_000) == 1
     assert manager.tracker(PRODUCER_BYTE_RATE, (U, "")) is None
+
+
+def test_connection_rate_is_per_ip_with_the_ip_default_below_an_exact_ip() -> None:
+    quotas: dict[QuotaEntity, dict[str, float]] = {
+        (("ip", None),): {"connection_creation_rate": 1.0},
+        (("ip", "10.0.0.9"),): {"connection_creation_rate": 100.0},
+    }
+    manager = QuotaManager(quotas)
+    # 1 a second over the ten seconds the first samples span: ten connections pass.
+    assert [manager.connection("10.0.0.1", 0) for _ in range(10)] == [0] * 10
+    assert manager.connection("10.0.0.1", 0) > 0
+    # Each ip counts its own; the exact entity wins over the default.
+    assert manager.connection("10.0.0.2", 0) == 0
+    assert all(manager.connection("10.0.0.9", 0) == 0 for _ in range(500))
+    assert QuotaManager({}).connection("10.0.0.1", 0) == 0

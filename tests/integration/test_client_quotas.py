@@ -22,6 +22,7 @@ from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
+    ApiVersionsRequest,
     CreateTopicsRequest,
     DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
@@ -334,3 +335,44 @@ def test_topic_creations_past_the_mutation_rate_are_refused_through_any_node(
         ),
         {"m1", "m2"},
     )
+
+
+def _api_versions_from(source: str, node: ClusterNode) -> bool:
+    """Whether a connection from ``source`` to ``node`` gets an ApiVersions answer
+    (False: closed without one)."""
+    header = RequestHeader(ApiVersionsRequest.API_KEY, 0, 1, "conn-test")
+    payload = encode_request(header, ApiVersionsRequest())
+    with socket.socket() as conn:
+        conn.settimeout(30)
+        conn.bind((source, 0))
+        conn.connect(("127.0.0.1", node.port))
+        conn.sendall(struct.pack(">i", len(payload)) + payload)
+        try:
+            return len(conn.recv(4)) == 4
+        except ConnectionResetError:
+            return False
+
+
+def test_connections_past_an_ips_creation_rate_are_closed(cluster: Cluster) -> None:
+    """connection_creation_rate (KIP-612) of 1 a second for 127.0.0.2 (a loopback alias;
+    the cluster's nodes connect from 127.0.0.1): the first ten connections, the ten
+    seconds' worth the first samples span, are served; the next ones are held for the
+    throttle and closed unanswered. Other addresses are not counted against it."""
+    request = AlterClientQuotasRequest(
+        entries=[
+            ar.EntryData(
+                entity=[ar.EntityData(entity_type="ip", entity_name="127.0.0.2")],
+                ops=[ar.OpData(key="connection_creation_rate", value=1)],
+            )
+        ]
+    )
+    assert [e.error_code for e in ask(cluster.nodes[0], request, 1).entries] == [0]
+    deadline = time.monotonic() + 20
+    while any((("ip", "127.0.0.2"),) not in listing(n) for n in cluster.nodes):
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    node = cluster.nodes[2]
+    answered = [_api_versions_from("127.0.0.2", node) for _ in range(12)]
+    assert answered == [True] * 10 + [False] * 2
+    assert _api_versions_from("127.0.0.1", node)
+    assert _api_versions_from("127.0.0.3", node)

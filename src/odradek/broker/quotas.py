@@ -39,6 +39,10 @@ a client may burst ``quota * samples * window`` mutations, the bucket refills at
 quota, and a client that overdrew it waits until it is back at zero (unbounded, as in
 Kafka).
 
+Connections: ``connection_creation_rate`` is a quota of ip entities (KIP-612), an
+``/ips/<ip>`` entity before ``/ips/<default>``, each ip counting its own connections a
+second over the same windows (:meth:`QuotaManager.connection`).
+
 Request time: ``request_percentage`` is a share of one event loop's time, as Kafka's is
 of one request handler thread. :meth:`QuotaManager.request_time` records the
 nanoseconds a request held the event loop as percent-seconds, so a
@@ -56,6 +60,7 @@ from typing import Final
 from odradek.controller.image import QuotaEntity
 
 __all__ = [
+    "CONNECTION_CREATION_RATE",
     "CONSUMER_BYTE_RATE",
     "CONTROLLER_MUTATION_RATE",
     "DEFAULT_SAMPLES",
@@ -75,6 +80,7 @@ PRODUCER_BYTE_RATE: Final = "producer_byte_rate"
 CONSUMER_BYTE_RATE: Final = "consumer_byte_rate"
 REQUEST_PERCENTAGE: Final = "request_percentage"
 CONTROLLER_MUTATION_RATE: Final = "controller_mutation_rate"
+CONNECTION_CREATION_RATE: Final = "connection_creation_rate"
 
 DEFAULT_SAMPLES: Final = 11
 """Kafka's ``quota.window.num``."""
@@ -327,6 +333,24 @@ class QuotaManager:
             tracker.quota = resolved.value
             bucket = tracker
         return bucket.throttle_ms(now_ms, pending)
+
+    def connection(self, ip: str, now_ms: int) -> int:
+        """Record a new connection from ``ip`` (against ``connection_creation_rate``)."""
+        resolved = None
+        for entity in ((("ip", ip),), (("ip", None),)):
+            values = self._quotas.get(entity)
+            if values is not None and CONNECTION_CREATION_RATE in values:
+                resolved = values[CONNECTION_CREATION_RATE]
+                break
+        if resolved is None:
+            return 0
+        sharing = (ip, "")
+        tracker = self._trackers.get((CONNECTION_CREATION_RATE, sharing))
+        if tracker is None:
+            tracker = self._new_tracker(CONNECTION_CREATION_RATE, resolved)
+            self._trackers[CONNECTION_CREATION_RATE, sharing] = tracker
+        tracker.quota = resolved
+        return tracker.record(now_ms, 1)
 
     def expire_idle(self, now_ms: int, idle_ms: int = IDLE_EXPIRY_MS) -> int:
         """Drop the trackers not recorded into for ``idle_ms``; how many were dropped."""

@@ -32,6 +32,7 @@ from odradek.security.principal import ANONYMOUS
 __all__ = [
     "THROTTLING_QUOTA_EXCEEDED_MESSAGE",
     "MutationQuota",
+    "connection_throttle_ms",
     "fetch_throttle_ms",
     "from_replica",
     "produce_throttle_ms",
@@ -137,3 +138,13 @@ class MutationQuota:
         return self._state.quotas.controller_mutations(
             self._user, self._client_id, taken, self._state.monotonic_ms
         )
+
+
+def connection_throttle_ms(state: BrokerState, ip: str) -> int:
+    """Count a new connection from ``ip`` (``connection_creation_rate``, KIP-612); how
+    long to hold it before closing it (0: admitted)."""
+    quotas = state.image.client_quotas
+    if not quotas:
+        return 0
+    state.quotas.update(quotas)
+    return state.quotas.connection(ip, state.monotonic_ms)

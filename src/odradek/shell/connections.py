@@ -66,6 +66,10 @@ class RequestCarrier(Protocol):
     async def check_records(self, effect: AwaitRecordCheck) -> Outcome:
         """Finish a produce's record checks off the loop; its next outcome."""
 
+    def connection_throttle_ms(self, address: str) -> int:
+        """Count a new connection from ``address`` (``connection_creation_rate``); how
+        long to hold it before closing it (0: admitted)."""
+
     def request_throttle_ms(self, dispatch: Dispatch, time_ns: int) -> int:
         """Charge the ``time_ns`` its handler held the loop to the request's client
         (``request_percentage``); how long to throttle the client for (0: not)."""
@@ -193,6 +197,22 @@ class Connections:
         """
         peername = writer.get_extra_info("peername")
         address = str(peername[0]) if peername else "?"
+        throttle_ms = self._carrier.connection_throttle_ms(address)
+        if throttle_ms > 0 and not await guard.peers.contains(address):
+            # Over its ip's connection_creation_rate (KIP-612): held, then closed, as
+            # Kafka closes it after the throttle time; the cluster's own nodes never are.
+            guard.refusals.refused(
+                address, f"over its connection_creation_rate, closed after {throttle_ms} ms"
+            )
+            held = asyncio.current_task()
+            assert held is not None
+            self._tasks.add(held)  # a stopping node cancels the wait
+            try:
+                await asyncio.sleep(throttle_ms / 1000)
+            finally:
+                self._tasks.discard(held)
+                writer.transport.abort()
+            return
         slot = await guard.admit(address)
         if slot is None:
             # Over a connection limit: closed before anything is read.

@@ -32,7 +32,7 @@ from odradek.broker.effects import (
 )
 from odradek.broker.router import Close, Dispatch, Respond, Router
 from odradek.broker.state import BrokerState
-from odradek.broker.throttle import from_replica, request_throttle_ms
+from odradek.broker.throttle import connection_throttle_ms, from_replica, request_throttle_ms
 from odradek.core.errors import RemoteProtocolError
 from odradek.protocol.api import decode_response
 from odradek.protocol.compression import (
@@ -238,6 +238,12 @@ class Effects:
         self.controller: MetadataWriter | None = None
         self.replication: ReplicaWaits | None = None
         self.forwarder: Forwarder | None = None
+
+    def connection_throttle_ms(self, address: str) -> int:
+        if not self._state.image.client_quotas:
+            return 0
+        self.stamp()
+        return connection_throttle_ms(self._state, address)
 
     def request_throttle_ms(self, dispatch: Dispatch, time_ns: int) -> int:
         if not self._state.image.client_quotas or from_replica(dispatch.body):
