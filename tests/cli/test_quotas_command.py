@@ -252,7 +252,20 @@ def test_alter_of_the_default_entities_with_validate_only_changes_nothing(
         (["--user", "a", "--delete", "bogus"], "'bogus' is not a quota key"),
         (
             ["--user", "a", "--add", "connection_creation_rate=5"],
-            "(a quota of ip entities, which this command does not alter)",
+            "(a quota of ip entities: --ip ADDRESS or --ip-default)",
+        ),
+        (
+            ["--ip", "10.0.0.1", "--add", "producer_byte_rate=5"],
+            "'producer_byte_rate' is not a quota key of an ip (a quota of users and client "
+            "ids): one of connection_creation_rate",
+        ),
+        (
+            ["--ip", "10.0.0.1", "--user", "a", "--add", "connection_creation_rate=5"],
+            "an ip entity stands alone",
+        ),
+        (
+            ["--ip", "10.0.0.1", "--ip-default", "--add", "connection_creation_rate=5"],
+            "--ip and --ip-default exclude each other",
         ),
         (["--user", "a", "--add", "producer_byte_rate=fast"], "'fast' is not a number"),
         (["--user", "a", "--add", "producer_byte_rate="], "'' is not a number"),
@@ -363,3 +376,25 @@ def test_values_read_as_written() -> None:
         "0",
         "1e+300",
     ]
+
+
+def test_alter_and_describe_an_ip_entity(stubs: list[StubBroker]) -> None:
+    stub = start(stubs, lambda _, body: altered(body))
+    result = run(stub, "alter", "--ip", "10.0.0.7", "--add", "connection_creation_rate=5")
+    assert result.exit_code == 0, result.output
+    (request,) = stub.received(AlterClientQuotasRequest.API_KEY)
+    (entry,) = request.entries
+    assert [(e.entity_type, e.entity_name) for e in entry.entity] == [("ip", "10.0.0.7")]
+    assert [(op.key, op.value, op.remove) for op in entry.ops] == [
+        ("connection_creation_rate", 5.0, False)
+    ]
+    assert result.stdout == "ip=10.0.0.7: set connection_creation_rate=5\n"
+    answer = described(([("ip", None)], {"connection_creation_rate": 10.0}))
+    lister = start(stubs, lambda _, body: answer)
+    listed = run(lister, "describe", "--ip-default")
+    (asked,) = lister.received(DescribeClientQuotasRequest.API_KEY)
+    assert [(c.entity_type, c.match_type, c.match) for c in asked.components] == [
+        ("ip", 1, None)  # DEFAULT
+    ]
+    assert listed.exit_code == 0, listed.output
+    assert listed.stdout == "ip=<default>: connection_creation_rate=10\n"

@@ -1,15 +1,16 @@
 """``odradek quotas describe|alter``: client quotas (KIP-546), the ones Kafka's
-``kafka-configs --entity-type users|clients --describe|--alter --add-config/--delete-config``
+``kafka-configs --entity-type users|clients|ips --describe|--alter --add-config/--delete-config``
 keeps.
 
 The two commands send DescribeClientQuotas and AlterClientQuotas at the highest version
 the broker serves (:mod:`odradek.broker.client_quotas`) through the shared client
 (:mod:`odradek.cli.client`), so that they reach a secured listener with
 ``--command-config`` and end with one line and exit status 2 when the cluster cannot
-be reached. An entity is a user, a client id, or both (a user's quota for one client);
-``--user-default`` and ``--client-default`` name Kafka's default entity of the type,
-shown as ``<default>``. The quota keys are the broker's own list
-(:data:`~odradek.broker.client_quotas.CLIENT_QUOTA_KEYS`).
+be reached. An entity is a user, a client id, or both (a user's quota for one client),
+or an ip alone; ``--user-default``, ``--client-default`` and ``--ip-default`` name
+Kafka's default entity of the type, shown as ``<default>``. The quota keys are the
+broker's own lists (:data:`~odradek.broker.client_quotas.CLIENT_QUOTA_KEYS`, and
+``IP_QUOTA_KEYS`` for an ip).
 
 What is cheap is checked here, before anything is sent, as a usage error (exit status
 2): the entity options, an unknown key, a value that is not a number, a key given twice
@@ -66,7 +67,7 @@ ALTER_VERSION: Final = max(ALTER_VERSIONS)
 TIMEOUT_S: Final = 10.0
 CLIENT_ID: Final = "odradek-quotas"
 
-USER, CLIENT = CLIENT_QUOTA_ENTITY_TYPES[:2]  # ip entities are not this command's
+USER, CLIENT, IP = CLIENT_QUOTA_ENTITY_TYPES[:3]
 DEFAULT_NAME: Final = "<default>"
 """How Kafka's tools show the default entity of a type (a null name on the wire)."""
 
@@ -110,15 +111,21 @@ def value_text(value: float) -> str:
 
 
 def _entity(
-    user: str | None, user_default: bool, client_id: str | None, client_default: bool
+    user: str | None,
+    user_default: bool,
+    client_id: str | None,
+    client_default: bool,
+    ip: str | None = None,
+    ip_default: bool = False,
 ) -> Entity:
-    """The entity the options name, user first; empty when they name none."""
+    """The entity the options name, user first; empty when they name none. An ip
+    entity stands alone, as Kafka's does."""
     entity: Entity = []
-    for kind, flag, name, default in (
-        (USER, "--user", user, user_default),
-        (CLIENT, "--client-id", client_id, client_default),
+    for kind, flag, name, default, default_flag in (
+        (USER, "--user", user, user_default, "--user-default"),
+        (CLIENT, "--client-id", client_id, client_default, "--client-default"),
+        (IP, "--ip", ip, ip_default, "--ip-default"),
     ):
-        default_flag = "--user-default" if kind == USER else "--client-default"
         if name is not None and default:
             raise click.UsageError(f"{flag} and {default_flag} exclude each other")
         if name == "":
@@ -128,7 +135,15 @@ def _entity(
             )
         if name is not None or default:
             entity.append((kind, name))
+    if len(entity) > 1 and any(kind == IP for kind, _ in entity):
+        raise click.UsageError(
+            "an ip entity stands alone: --ip or --ip-default without --user or --client-id"
+        )
     return entity
+
+
+def _is_ip(entity: Entity) -> bool:
+    return any(kind == IP for kind, _ in entity)
 
 
 def _items(values: Sequence[str]) -> list[str]:
@@ -136,19 +151,24 @@ def _items(values: Sequence[str]) -> list[str]:
     return [item.strip() for value in values for item in value.split(",") if item.strip()]
 
 
-def _known_key(key: str, option: str) -> str:
-    if key in CLIENT_QUOTA_KEYS:
+def _known_key(key: str, option: str, ip: bool) -> str:
+    keys = IP_QUOTA_KEYS if ip else CLIENT_QUOTA_KEYS
+    if key in keys:
         return key
-    # An ip entity's key is a real quota key, only not one of a user or a client.
-    where = " (a quota of ip entities, which this command does not alter)"
+    what = "an ip" if ip else "a user or client-id"
+    # A key of the other kind of entity is a real quota key, only not one of this one.
+    hint = ""
+    if not ip and key in IP_QUOTA_KEYS:
+        hint = " (a quota of ip entities: --ip ADDRESS or --ip-default)"
+    elif ip and key in CLIENT_QUOTA_KEYS:
+        hint = " (a quota of users and client ids)"
     raise click.BadParameter(
-        f"{key!r} is not a quota key of a user or client-id"
-        f"{where if key in IP_QUOTA_KEYS else ''}: one of {', '.join(sorted(CLIENT_QUOTA_KEYS))}",
+        f"{key!r} is not a quota key of {what}{hint}: one of {', '.join(sorted(keys))}",
         param_hint=option,
     )
 
 
-def parse_additions(values: Sequence[str]) -> dict[str, float]:
+def parse_additions(values: Sequence[str], ip: bool = False) -> dict[str, float]:
     """``--add KEY=VALUE`` (repeatable, or comma-separated): each key known and given
     once, each value a finite number."""
     added: dict[str, float] = {}
@@ -156,7 +176,7 @@ def parse_additions(values: Sequence[str]) -> dict[str, float]:
         key, equals, text = (part.strip() for part in item.partition("="))
         if not equals or not key:
             raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--add")
-        _known_key(key, "--add")
+        _known_key(key, "--add", ip)
         try:
             value = float(text)
         except ValueError:
@@ -169,10 +189,10 @@ def parse_additions(values: Sequence[str]) -> dict[str, float]:
     return added
 
 
-def parse_deletions(values: Sequence[str]) -> list[str]:
+def parse_deletions(values: Sequence[str], ip: bool = False) -> list[str]:
     """``--delete KEY`` (repeatable, or comma-separated): each key known; a repeat is
     harmless and dropped."""
-    return list(dict.fromkeys(_known_key(key, "--delete") for key in _items(values)))
+    return list(dict.fromkeys(_known_key(key, "--delete", ip) for key in _items(values)))
 
 
 # ---------------------------------------------------------------------------------------
@@ -241,8 +261,8 @@ async def _alter(client: ClusterClient, request: AlterClientQuotasRequest) -> An
 
 @click.group()
 def quotas() -> None:
-    """Describe and alter client quotas of users and client ids (Kafka's kafka-configs
-    --entity-type users|clients, KIP-546)."""
+    """Describe and alter client quotas of users, client ids and ips (Kafka's
+    kafka-configs --entity-type users|clients|ips, KIP-546)."""
 
 
 def _entity_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -256,6 +276,13 @@ def _entity_options(f: Callable[..., Any]) -> Callable[..., Any]:
         click.option("--user-default", is_flag=True, help="The default user."),
         click.option("--client-id", metavar="ID", default=None, help="The client id."),
         click.option("--client-default", is_flag=True, help="The default client id."),
+        click.option(
+            "--ip",
+            metavar="ADDRESS",
+            default=None,
+            help="A client address (connection_creation_rate, KIP-612); alone.",
+        ),
+        click.option("--ip-default", is_flag=True, help="The default ip."),
     ]
     for option in reversed(options):
         f = option(f)
@@ -280,13 +307,15 @@ def describe_quotas(
     user_default: bool,
     client_id: str | None,
     client_default: bool,
+    ip: str | None,
+    ip_default: bool,
     strict: bool,
     as_json: bool,
 ) -> None:
     """The quotas of every entity that matches (DescribeClientQuotas): by default every
     one; --user and --client-id narrow it down (an entity with other types too matches
     unless --strict). Needs DESCRIBE_CONFIGS on the cluster."""
-    entity = _entity(user, user_default, client_id, client_default)
+    entity = _entity(user, user_default, client_id, client_default, ip, ip_default)
     if strict and not entity:
         # The broker would answer, with nothing: no entity has no type.
         raise click.UsageError(
@@ -321,7 +350,8 @@ def describe_quotas(
     "additions",
     multiple=True,
     metavar="KEY=VALUE",
-    help=f"Set a quota (repeatable, or comma-separated): {', '.join(sorted(CLIENT_QUOTA_KEYS))}.",
+    help="Set a quota (repeatable, or comma-separated): "
+    f"{', '.join(sorted(CLIENT_QUOTA_KEYS))}; for an ip, {', '.join(sorted(IP_QUOTA_KEYS))}.",
 )
 @click.option(
     "--delete",
@@ -340,6 +370,8 @@ def alter_quotas(
     user_default: bool,
     client_id: str | None,
     client_default: bool,
+    ip: str | None,
+    ip_default: bool,
     additions: tuple[str, ...],
     deletions: tuple[str, ...],
     validate_only: bool,
@@ -348,14 +380,14 @@ def alter_quotas(
     a user's quotas for one client id. Removing a quota the entity does not have
     succeeds. Needs ALTER_CONFIGS on the cluster; exit status 1 when the cluster refuses
     the change."""
-    entity = _entity(user, user_default, client_id, client_default)
+    entity = _entity(user, user_default, client_id, client_default, ip, ip_default)
     if not entity:
         raise click.UsageError(
             "name the entity: --user NAME or --user-default, and/or --client-id ID or "
-            "--client-default"
+            "--client-default; or --ip ADDRESS or --ip-default"
         )
-    added = parse_additions(additions)
-    deleted = parse_deletions(deletions)
+    added = parse_additions(additions, _is_ip(entity))
+    deleted = parse_deletions(deletions, _is_ip(entity))
     if not added and not deleted:
         raise click.UsageError("nothing to alter: give --add KEY=VALUE or --delete KEY")
     both = [key for key in deleted if key in added]
