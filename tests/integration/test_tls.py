@@ -5,13 +5,11 @@ the ISR), and clients without a certificate, or speaking plaintext, are refused.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import socket
 import ssl
 import struct
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -19,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -32,6 +30,7 @@ from cryptography import x509
 
 from odradek.cli.certificates import cn, issue, make_ca
 from tests.integration.cluster import Cluster, odradek
+from tests.integration.roundtrips import aiokafka_roundtrip, kcat_roundtrip
 
 
 @pytest.fixture(scope="module")
@@ -198,16 +197,6 @@ def _client_ssl_context(pki: dict[str, str]) -> ssl.SSLContext:
 def test_aiokafka_produces_consumes_in_a_group_and_administers_over_mutual_tls(
     cluster: Cluster, pki: dict[str, str]
 ) -> None:
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-    from aiokafka import TopicPartition as AioTopicPartition
-    from aiokafka.admin import AIOKafkaAdminClient
-    from aiokafka.admin import NewTopic as AioNewTopic
-
-    topic = f"tls-aio-{uuid.uuid4().hex[:8]}"
-    group = f"g-{topic}"
-    sent = {p: [f"aio{p}-{i}".encode() for i in range(20)] for p in (0, 1)}
-    total = sum(len(values) for values in sent.values())
-
     def login() -> dict[str, Any]:
         return {
             "bootstrap_servers": cluster.bootstrap,
@@ -215,119 +204,20 @@ def test_aiokafka_produces_consumes_in_a_group_and_administers_over_mutual_tls(
             "ssl_context": _client_ssl_context(pki),
         }
 
-    async def aio() -> dict[str, Any]:
-        seen: dict[str, Any] = {}
-        admin = AIOKafkaAdminClient(**login())
-        await admin.start()
-        try:
-            created = await admin.create_topics([AioNewTopic(topic, 2, 3)], timeout_ms=30_000)
-            seen["created"] = [(t, code) for t, code, *_ in created.topic_errors]
-            seen["described"] = await admin.describe_topics([topic])
-            producer = AIOKafkaProducer(acks="all", **login())
-            await producer.start()
-            try:
-                pending = [
-                    await producer.send(topic, value, partition=p)
-                    for p, values in sent.items()
-                    for value in values
-                ]
-                acked = await asyncio.gather(*pending)
-            finally:
-                await producer.stop()
-            seen["acked"] = sorted((m.partition, m.offset) for m in acked)
-            consumer = AIOKafkaConsumer(
-                topic, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
-                **login(),
-            )  # fmt: skip
-            await consumer.start()
-            got: dict[int, list[tuple[int, bytes]]] = {0: [], 1: []}
-            try:
-                async with asyncio.timeout(60):
-                    while sum(len(records) for records in got.values()) < total:
-                        batches = await consumer.getmany(timeout_ms=1000)
-                        for tp, messages in batches.items():
-                            got[tp.partition] += [(m.offset, m.value or b"") for m in messages]
-                seen["extra"] = await consumer.getmany(timeout_ms=500)
-                await consumer.commit()
-                seen["committed"] = {
-                    p: await consumer.committed(AioTopicPartition(topic, p)) for p in (0, 1)
-                }
-            finally:
-                await consumer.stop()
-            seen["got"] = got
-            offsets = await admin.list_consumer_group_offsets(group)
-            seen["group offsets"] = {tp.partition: o.offset for tp, o in offsets.items()}
-        finally:
-            await admin.close()
-        return seen
-
-    seen = asyncio.run(aio())
-    assert seen["created"] == [(topic, 0)]
-    [described] = seen["described"]
-    assert described["topic"] == topic and described["error_code"] == 0
-    assert {p["partition"]: sorted(p["replicas"]) for p in described["partitions"]} == {
-        0: [1, 2, 3],
-        1: [1, 2, 3],
-    }
-    assert seen["acked"] == [(p, i) for p in (0, 1) for i in range(20)]
-    # Every record, in order per partition, at the offsets the producer was told.
-    assert seen["got"] == {p: list(enumerate(values)) for p, values in sent.items()}
-    assert seen["extra"] == {}
-    # The group's commit landed: the consumer and the admin client read it back.
-    assert seen["committed"] == {0: 20, 1: 20}
-    assert seen["group offsets"] == {0: 20, 1: 20}
-
-
-def _kcat_json(args: list[str]) -> Any:
-    out = subprocess.run(["kcat", *args, "-J"], capture_output=True, check=True, timeout=60)
-    return json.loads(out.stdout)
+    aiokafka_roundtrip(login, "tls-aio")
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is installed by make kcat")
 def test_kcat_produces_consumes_in_a_group_and_reads_metadata_over_mutual_tls(
     cluster: Cluster, pki: dict[str, str]
 ) -> None:
-    topic = f"tls-kcat-{uuid.uuid4().hex[:8]}"
-    group = f"g-{topic}"
     tls = [
         "-b", cluster.bootstrap, "-X", "security.protocol=ssl",
         "-X", f"ssl.ca.location={pki['ca']}",
         "-X", f"ssl.certificate.location={pki['client.crt']}",
         "-X", f"ssl.key.location={pki['client.key']}",
     ]  # fmt: skip
-    admin = AdminClient(client_config(cluster, pki))
-    admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=3)])[topic].result(30)
-    sent = {p: [f"kc{p}-{i}" for i in range(10)] for p in (0, 1)}
-    for p, values in sent.items():
-        subprocess.run(
-            ["kcat", *tls, "-X", "acks=all", "-P", "-t", topic, "-p", str(p)],
-            input="".join(f"{v}\n" for v in values).encode(), check=True, timeout=60,
-        )  # fmt: skip
-    # The admin request: metadata, brokers and the topic's partitions.
-    metadata = _kcat_json([*tls, "-L", "-t", topic])
-    assert sorted(b["id"] for b in metadata["brokers"]) == [1, 2, 3]
-    [described] = metadata["topics"]
-    assert described["topic"] == topic
-    assert {
-        p["partition"]: sorted(r["id"] for r in p["replicas"]) for p in described["partitions"]
-    } == {0: [1, 2, 3], 1: [1, 2, 3]}
-    # A group member, which commits what it consumed as it leaves.
-    out = subprocess.run(
-        ["kcat", *tls, "-C", "-G", group, "-X", "auto.offset.reset=earliest", "-e", "-q",
-         "-f", "%p %o %s\n", topic],
-        capture_output=True, check=True, timeout=60,
-    )  # fmt: skip
-    got: dict[int, list[tuple[int, str]]] = {0: [], 1: []}
-    for line in out.stdout.decode().splitlines():
-        partition, offset, value = line.split(" ", 2)
-        got[int(partition)].append((int(offset), value))
-    assert got == {p: list(enumerate(values)) for p, values in sent.items()}
-    reader = Consumer({**client_config(cluster, pki), "group.id": group})
-    try:
-        committed = reader.committed([TopicPartition(topic, p) for p in (0, 1)], timeout=30)
-    finally:
-        reader.close()
-    assert {tp.partition: tp.offset for tp in committed} == {0: 10, 1: 10}
+    kcat_roundtrip(tls, client_config(cluster, pki), "tls-kcat")
 
 
 def test_a_bad_key_store_stops_the_node_naming_the_key(tmp_path: Path, pki: dict[str, str]) -> None:

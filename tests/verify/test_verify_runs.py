@@ -94,24 +94,6 @@ def test_a_short_mixed_run_finds_nothing(tmp_path: Path) -> None:
     assert status == 0
 
 
-@runs("disk-full")
-def test_a_full_disk_stops_its_node_which_rejoins_once_repaired(tmp_path: Path) -> None:
-    status, result = verify(tmp_path, "--scenario", "disk-full", "--time", "20", "--seed", "1")
-    assert result["valid"] is True and result["conclusive"] is True, result
-    assert status == 0
-    assert len(carried_out(tmp_path, "disk-full")) == 1
-    # Node 2 stopped itself when its disk filled, which is the fault's effect, not an
-    # anomaly; it was started again on the repaired disk and is back in every ISR.
-    assert result["expected_exits"] == 1 and result["unexpected_exits"] == 0, result
-    recoveries = result["recoveries"]
-    assert isinstance(recoveries, list)
-    assert [r["process"] for r in recoveries] == ["node-2", "cluster"], recoveries
-    assert all(r["after_s"] is not None for r in recoveries), recoveries
-    # The controller fenced it when it reported its failed dir.
-    metadata = result["cluster_metadata"]
-    assert isinstance(metadata, dict) and 2 in metadata["fenced"], metadata
-
-
 @runs("clock-jump")
 def test_a_clock_jump_of_the_active_controller_fences_no_broker(tmp_path: Path) -> None:
     # Seed 5: an hour forward and back, then 20 s (five broker sessions) forward and back.
