@@ -169,6 +169,11 @@ def _everything(fields: dict[str, Any], version: int = 3) -> dict[str, Any]:
     return merged
 
 
+def every_acl() -> DescribeAclsRequest:
+    """A DescribeAcls (v1 and up) of every ACL."""
+    return DescribeAclsRequest(**_everything({}))
+
+
 def delete_filter(**fields: Any) -> DeleteAclsFilter:
     return DeleteAclsFilter(**_everything(fields))
 

@@ -29,15 +29,14 @@ from odradek.protocol.messages import (
     CreateAclsResponse,
     DeleteAclsRequest,
     DeleteAclsResponse,
-    DescribeAclsRequest,
     DescribeAclsResponse,
 )
 from odradek.protocol.messages.create_acls_request import AclCreation
 from odradek.protocol.messages.delete_acls_request import DeleteAclsFilter
+from tests.broker.test_acl_requests import Acl, described, every_acl
 from tests.integration.cluster import Cluster, ClusterNode, ask, wait_everywhere
 
 # (resource type, name, pattern type, principal, host, operation, permission), Kafka's ids.
-Acl = tuple[int, str, int, str, str, int, int]
 
 # confluent-kafka's stubs type a filter's name, principal and host as str, but None is
 # what matches any (its documentation): called untyped here.
@@ -83,31 +82,9 @@ def as_tuple(binding: AclBinding) -> Acl:
 
 def listing(node: ClusterNode) -> set[Acl]:
     """Every ACL ``node`` holds, from a DescribeAcls sent to it alone."""
-    request = DescribeAclsRequest(
-        resource_type_filter=1,
-        resource_name_filter=None,
-        pattern_type_filter=1,
-        principal_filter=None,
-        host_filter=None,
-        operation=1,
-        permission_type=1,
-    )
-    body = ask(node, request, 1)
+    body = ask(node, every_acl(), 1)
     assert isinstance(body, DescribeAclsResponse)
-    assert body.error_code == 0
-    return {
-        (
-            r.resource_type,
-            r.resource_name,
-            r.pattern_type,
-            a.principal,
-            a.host,
-            a.operation,
-            a.permission_type,
-        )
-        for r in body.resources
-        for a in r.acls
-    }
+    return set(described(body))
 
 
 def test_acls_created_and_deleted_through_any_node_reach_every_node_and_persist(

@@ -37,7 +37,6 @@ from odradek.protocol.messages import (
     AlterUserScramCredentialsResponse,
     CreateAclsRequest,
     CreateAclsResponse,
-    DescribeAclsRequest,
     DescribeAclsResponse,
     DescribeClientQuotasRequest,
     DescribeClientQuotasResponse,
@@ -53,6 +52,7 @@ from odradek.protocol.messages.alter_user_scram_credentials_request import (
 from odradek.protocol.messages.create_acls_request import AclCreation
 from odradek.security import scram
 from odradek.security.principal import ANONYMOUS, serialize_principal
+from tests.broker.test_acl_requests import Acl, described, every_acl
 from tests.integration.cluster import (
     CLUSTER_ID,
     Cluster,
@@ -139,7 +139,6 @@ def read_all(bootstrap: str, topic: str, expected: int) -> list[int]:
 
 
 # (resource type, name, pattern type, principal, host, operation, permission), Kafka's ids.
-Acl = tuple[int, str, int, str, str, int, int]
 QuotaEntity = tuple[tuple[str, str | None], ...]
 #: Sends one request to one node and returns the body of its answer (None: not now).
 Send = Callable[[Any, int], Any]
@@ -171,18 +170,7 @@ class SecurityState(NamedTuple):
 
 def security_state(send: Send) -> SecurityState | None:
     """Everything ``send``'s node holds, from its own image; None if it answers nothing."""
-    acls = send(
-        DescribeAclsRequest(
-            resource_type_filter=1,  # ANY, and the same below
-            resource_name_filter=None,
-            pattern_type_filter=1,
-            principal_filter=None,
-            host_filter=None,
-            operation=1,
-            permission_type=1,
-        ),
-        1,
-    )
+    acls = send(every_acl(), 1)
     users = send(DescribeUserScramCredentialsRequest(users=None), 0)
     quotas = send(DescribeClientQuotasRequest(), 1)
     if acls is None or users is None or quotas is None:
@@ -191,21 +179,8 @@ def security_state(send: Send) -> SecurityState | None:
     assert isinstance(users, DescribeUserScramCredentialsResponse) and users.error_code == 0
     assert isinstance(quotas, DescribeClientQuotasResponse) and quotas.error_code == 0, quotas
     assert quotas.entries is not None
-    held: list[Acl] = [
-        (
-            r.resource_type,
-            r.resource_name,
-            r.pattern_type,
-            a.principal,
-            a.host,
-            a.operation,
-            a.permission_type,
-        )
-        for r in acls.resources
-        for a in r.acls
-    ]
     return SecurityState(
-        sorted(held),
+        sorted(described(acls)),
         {
             r.user: sorted((c.mechanism, c.iterations) for c in r.credential_infos)
             for r in users.results
