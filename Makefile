@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: dev test lint typecheck unit bench generate clean kcat nft faketime java-clients
+.PHONY: dev test lint typecheck unit suite bench generate clean kcat nft faketime java-clients
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -89,7 +89,16 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-test: $(STAMP) kcat nft faketime java-clients lint typecheck unit
+# The suite in two parts: everything but the verify runs on $(TEST_WORKERS) workers (most
+# tests wait on nodes and clients, or run on one core), then the verify runs one at a
+# time, since each drives five nodes and a nemesis against their own timeouts.
+TEST_WORKERS ?= 2
+
+suite: $(STAMP)
+	$(BIN)/pytest -n $(TEST_WORKERS) --ignore=tests/verify $(PYTEST_ARGS)
+	$(BIN)/pytest tests/verify $(PYTEST_ARGS)
+
+test: $(STAMP) kcat nft faketime java-clients lint typecheck suite
 
 generate: $(STAMP)
 	$(BIN)/python tools/generate_messages.py --schemas ../shared/kafka-schemas --out src/odradek/protocol

@@ -59,7 +59,12 @@ def kill_the_active_controller_then_create_a_topic(root: Path) -> None:
             time.sleep(0.1)
         # The broker forwards it to the new active controller, whenever it learns of it.
         admin.create_topics([NewTopic("after", 1, 1)])["after"].result(30)
-        assert "after" in admin.list_topics(timeout=10).topics
+        # The controller answers once the topic is committed; the broker serves Metadata
+        # from its own image, which learns of it a moment later (as in Kafka).
+        deadline = time.monotonic() + 10
+        while "after" not in admin.list_topics(timeout=10).topics:
+            assert time.monotonic() < deadline, "the created topic never reached the broker"
+            time.sleep(0.1)
     finally:
         for n in cluster.everyone:
             n.kill()

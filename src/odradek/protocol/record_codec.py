@@ -38,6 +38,7 @@ from odradek.protocol.record_batch import (
     BAD_RECORDS,
     CONTROL_FLAG_MASK,
     CRC_OFFSET,
+    DELETE_HORIZON_FLAG_MASK,
     HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC,
@@ -115,15 +116,24 @@ def encode_batch(
     is_transactional: bool = False,
     is_control: bool = False,
     base_timestamp: int | None = None,
+    last_offset_delta: int | None = None,
+    max_timestamp: int | None = None,
+    delete_horizon: bool = False,
 ) -> bytes:
     """Encode ``records`` as one batch, computing lastOffsetDelta, maxTimestamp and CRC.
 
-    For tests and tools: the broker never builds batches from records. Offset deltas
-    must be non-negative and strictly increasing (a compacted batch may skip some).
-    ``base_timestamp`` defaults to the first record's timestamp, as the Java client
-    does; deltas may be negative. An empty ``records`` gives a batch with count 0,
-    lastOffsetDelta -1 and timestamps of -1, the shape only compaction produces. The
+    For tests, tools and the log cleaner: the produce path never builds batches from
+    records. Offset deltas must be non-negative and strictly increasing (a compacted
+    batch may skip some). ``base_timestamp`` defaults to the first record's timestamp,
+    as the Java client does; deltas may be negative. An empty ``records`` gives a batch
+    with count 0 and timestamps of -1, the shape only compaction produces. The
     requested codec is used even when it makes the batch larger.
+
+    The cleaner keeps what compaction must not change: ``last_offset_delta`` (the
+    batch's offset range, and with it the producer's last sequence, stays whole when
+    its last records go) and ``max_timestamp`` (a LOG_APPEND_TIME batch's time);
+    ``delete_horizon`` sets attribute bit 6, and ``base_timestamp`` is then the delete
+    horizon (KIP-534) with every record's timestamp delta taken from it.
     """
     previous = -1
     for record in records:
@@ -134,8 +144,15 @@ def encode_batch(
         previous = record.offset_delta
     if base_timestamp is None:
         base_timestamp = records[0].timestamp if records else NO_TIMESTAMP
-    max_timestamp = max((r.timestamp for r in records), default=NO_TIMESTAMP)
-    last_offset_delta = records[-1].offset_delta if records else -1
+    if max_timestamp is None:
+        max_timestamp = max((r.timestamp for r in records), default=NO_TIMESTAMP)
+    if last_offset_delta is None:
+        last_offset_delta = records[-1].offset_delta if records else -1
+    elif records and last_offset_delta < records[-1].offset_delta:
+        raise EncodeError(
+            f"lastOffsetDelta {last_offset_delta} below the last record's "
+            f"{records[-1].offset_delta}"
+        )
 
     section = b"".join([_encode_record(r, base_timestamp) for r in records])
     if compression != Compression.NONE:
@@ -146,6 +163,8 @@ def encode_batch(
         attributes |= TRANSACTIONAL_FLAG_MASK
     if is_control:
         attributes |= CONTROL_FLAG_MASK
+    if delete_horizon:
+        attributes |= DELETE_HORIZON_FLAG_MASK
 
     out = bytearray(RECORD_BATCH_OVERHEAD + len(section))
     try:

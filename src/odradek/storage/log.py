@@ -32,7 +32,7 @@ import bisect
 import errno
 import logging
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
@@ -56,6 +56,9 @@ from odradek.storage.checkpoint import (
     write_leader_epoch_checkpoint,
     write_partition_metadata,
 )
+from odradek.storage.cleaner import log_cleaning
+from odradek.storage.cleaner.cleaning import CleaningJob, CleaningResult
+from odradek.storage.cleaner.plan import CleaningPolicy
 from odradek.storage.fs import (
     FileHandle,
     FileSystem,
@@ -359,7 +362,8 @@ class PartitionLog:
         leader that broke the protocol (or a damaged read): InvalidRecordBatchError, and
         nothing is appended.
         """
-        headers = validate_batches(records)
+        # The leader's log may be compacted: batches that lost records, or all.
+        headers = validate_batches(records, compacted=True)
         invariant(bool(headers), "append of an empty record set")
         expected = self.log_end_offset
         for h in headers:
@@ -794,6 +798,39 @@ class PartitionLog:
     def finish_scrub(self, task: ScrubTask, result: ScrubResult) -> None:
         """Record a scrub result: :func:`odradek.storage.scrub.finish`."""
         scrub.finish(self, task, result)
+
+    # --- Compaction (ADR 0024; its steps are in storage/cleaner/) ----------------------
+
+    @_guarded
+    def cleaning_job(
+        self,
+        *,
+        policy: CleaningPolicy,
+        checkpoint: int | None,
+        high_watermark: int,
+        now_ms: int,
+        last_batch_of_producers: Collection[int],
+        map_capacity: int,
+        force: bool = False,
+    ) -> CleaningJob | None:
+        """The next cleaning pass, or None when none is due (``force``: whenever
+        anything is dirty). The pass itself runs on a thread:
+        :func:`odradek.storage.cleaner.cleaning.run_pass`."""
+        found = log_cleaning.find_cleanable(
+            self, policy=policy, checkpoint=checkpoint, high_watermark=high_watermark,
+            now_ms=now_ms,
+        )  # fmt: skip
+        if not (found.due or (force and found.first_uncleanable > found.first_dirty)):
+            return None
+        return log_cleaning.job_for(
+            self, found, policy=policy, now_ms=now_ms,
+            last_batch_of_producers=last_batch_of_producers, map_capacity=map_capacity,
+        )  # fmt: skip
+
+    @_guarded
+    def commit_cleaning(self, result: CleaningResult, now_ms: int) -> bool:
+        """Swap a finished pass's segments in (:mod:`odradek.storage.cleaner.log_cleaning`)."""
+        return log_cleaning.commit(self, result, now_ms)
 
     # --- Reading batch headers --------------------------------------------------------
 

@@ -27,6 +27,7 @@ from odradek.storage.checkpoint import (
     read_leader_epoch_checkpoint,
     read_partition_metadata,
 )
+from odradek.storage.cleaner import swap
 from odradek.storage.fs import FileSystem, join
 from odradek.storage.leader_epoch import LeaderEpochCache
 from odradek.storage.segment import LogSegment, SegmentCache
@@ -60,6 +61,9 @@ def open_log(
     """:meth:`PartitionLog.open <odradek.storage.log.PartitionLog.open>`, which says
     what is validated and what a bad batch does."""
     cache = cache if cache is not None else SegmentCache()
+    if fs.is_dir(directory):
+        for line in swap.finish_interrupted_swaps(fs, directory):
+            log.warning("%s: %s", directory, line)
     topic_id = None
     metadata = join(directory, PARTITION_METADATA)
     if fs.exists(metadata):

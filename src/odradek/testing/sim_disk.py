@@ -318,6 +318,10 @@ class SimDisk:
             raise ValueError("after must not be negative")
         self._power_loss_in = after
 
+    def cancel_power_loss(self) -> None:
+        """Cancel a scheduled power loss that has not happened (the sequence was shorter)."""
+        self._power_loss_in = None
+
     def flip_bit(self, path: str, byte_offset: int, bit: int) -> None:
         """Silently invert one bit of a file, in its visible and its durable content."""
         if not 0 <= bit < 8:

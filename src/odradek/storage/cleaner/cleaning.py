@@ -1,0 +1,313 @@
+"""One cleaning pass over a log's files: the offset map, then the cleaned segments.
+
+It runs on a cleaner thread while the log goes on serving: it touches only the files
+named in its :class:`CleaningJob` (opened on their own handles, never the segments'
+cached ones) and the ``.cleaned`` files it writes beside them, and the log's state not
+at all. What it made is swapped in afterwards, on the log's own thread, by
+:meth:`~odradek.storage.log.PartitionLog.commit_cleaning`, which first checks that
+none of the source segments changed meanwhile. Every source batch is checked (CRC and
+records) as it is read: a bad one raises :class:`~odradek.core.errors.CorruptLogError`
+and the owner takes the log offline; nothing damaged is rewritten under a new CRC.
+
+``pace`` is told the bytes each step read or wrote, so that the owner can hold the pass
+to ``log.cleaner.io.max.bytes.per.second`` (it may sleep: it runs on the cleaner thread).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from odradek.core.errors import CorruptLogError, DecodeError, InvalidRecordBatchError
+from odradek.protocol.record_batch import LOG_OVERHEAD, BatchHeader, validate_batch
+from odradek.protocol.record_codec import decode_records
+from odradek.storage.cleaner.batches import clean_batch, filler_batch
+from odradek.storage.cleaner.offset_map import OffsetMap
+from odradek.storage.fs import FileHandle, FileSystem, join
+from odradek.storage.index import OffsetIndex, TimeIndex
+from odradek.storage.segment import segment_name
+from odradek.storage.validation import RECOVERY_CHUNK
+
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+SEGMENT_FILES = (".log", ".index", ".timeindex")
+
+
+@dataclass(frozen=True, slots=True)
+class SourceSegment:
+    """A segment as the job found it; the commit checks it is still so."""
+
+    base_offset: int
+    next_offset: int
+    size: int
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningJob:
+    directory: str
+    groups: tuple[tuple[SourceSegment, ...], ...]
+    """Every segment from the log's first up to the last dirty one, grouped into the
+    cleaned segments they become."""
+    first_dirty: int
+    first_uncleanable: int
+    last_batch_of_producers: frozenset[int]
+    """The last offsets of each live producer's last batch: kept even when empty."""
+    now_ms: int
+    delete_retention_ms: int
+    index_interval_bytes: int
+    map_capacity: int
+
+
+@dataclass(slots=True)
+class CleaningStats:
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_kept: int = 0
+    records_removed: int = 0
+    batches_dropped: int = 0
+    tombstone_horizons_set: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class CleanedSegment:
+    base_offset: int
+    next_offset: int
+    size: int
+    sources: tuple[SourceSegment, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CleaningResult:
+    job: CleaningJob
+    segments: tuple[CleanedSegment, ...]
+    map_end: int
+    """The first offset the map did not cover: the log's next first dirty offset."""
+    stats: CleaningStats = field(default_factory=CleaningStats)
+
+
+def cleaned_path(directory: str, base_offset: int, suffix: str) -> str:
+    return join(directory, segment_name(base_offset, suffix) + CLEANED_SUFFIX)
+
+
+def _batches(
+    handle: FileHandle, size: int, path: str, pace: Callable[[int], None]
+) -> Iterator[tuple[BatchHeader, bytes]]:
+    """Every batch of a segment file with its bytes, each checked (header and CRC)."""
+    position = 0
+    while position < size:
+        chunk = handle.read(position, min(RECOVERY_CHUNK, size - position))
+        pace(len(chunk))
+        pos = 0
+        while pos + LOG_OVERHEAD <= len(chunk):
+            length = int.from_bytes(chunk[pos + 8 : pos + 12], "big", signed=True)
+            if length < 0:
+                raise CorruptLogError(path, position + pos, f"batchLength {length}")
+            end = pos + LOG_OVERHEAD + length
+            if end > len(chunk):
+                if pos == 0:  # one batch larger than a chunk: read it whole
+                    chunk = handle.read(position, LOG_OVERHEAD + length)
+                    pace(len(chunk))
+                    if len(chunk) < end:
+                        raise CorruptLogError(path, position, "a batch runs past the file end")
+                    continue
+                break
+            data = chunk[pos:end]
+            try:
+                header = validate_batch(data, compacted=True)
+            except InvalidRecordBatchError as e:
+                raise CorruptLogError(path, position + pos, f"{e.problem}: {e.detail}") from e
+            yield header._replace(position=position + pos), data
+            pos = end
+        if pos == 0:
+            raise CorruptLogError(path, position, "a batch runs past the file end")
+        position += pos
+
+
+def _open(fs: FileSystem, directory: str, source: SourceSegment) -> tuple[FileHandle, str]:
+    path = join(directory, segment_name(source.base_offset, ".log"))
+    return fs.open(path), path
+
+
+def build_offset_map(
+    fs: FileSystem, job: CleaningJob, offsets: OffsetMap, pace: Callable[[int], None]
+) -> int:
+    """Map every key of the dirty part to its last offset; return the map's end (the
+    first offset not mapped: the dirty part's end, or a batch boundary where the map
+    filled)."""
+    dirty = [
+        s
+        for group in job.groups
+        for s in group
+        if s.next_offset > job.first_dirty and s.base_offset < job.first_uncleanable
+    ]
+    for source in dirty:
+        handle, path = _open(fs, job.directory, source)
+        try:
+            for header, data in _batches(handle, source.size, path, pace):
+                if header.next_offset <= job.first_dirty or header.is_control:
+                    continue
+                if not offsets.has_room_for(header.records_count) and len(offsets):
+                    return header.base_offset
+                for record in _records(data, path, header):
+                    if record[0] is not None:
+                        offsets.put(record[0], header.base_offset + record[1])
+        finally:
+            handle.close()
+    return job.first_uncleanable
+
+
+def _records(data: bytes, path: str, header: BatchHeader) -> list[tuple[bytes | None, int]]:
+    try:
+        return [(r.key, r.offset_delta) for r in decode_records(data)]
+    except (DecodeError, InvalidRecordBatchError) as e:
+        raise CorruptLogError(path, header.position, f"records do not decode: {e}") from e
+
+
+class _Writer:
+    """The three ``.cleaned`` files of one cleaned segment, indexed as appended."""
+
+    def __init__(self, fs: FileSystem, directory: str, base: int, interval: int) -> None:
+        self.base = base
+        self.interval = interval
+        self.handles = [
+            fs.open(cleaned_path(directory, base, suffix), create=True) for suffix in SEGMENT_FILES
+        ]
+        for h in self.handles:
+            h.truncate(0)
+        self.index = OffsetIndex(self.handles[1], base)
+        self.time_index = TimeIndex(self.handles[2], base)
+        self.size = 0
+        self.since_index = 0
+        self.max_timestamp = -1
+        self.max_timestamp_offset = -1
+        self.next_offset = base
+
+    def append(self, data: bytes) -> None:
+        header = validate_batch(data, compacted=True)
+        self.handles[0].append(data)
+        position = self.size
+        self.size += len(data)
+        self.next_offset = header.next_offset
+        # The segment's own indexing rule (LogSegment._index_batches).
+        self.since_index += len(data)
+        if header.max_timestamp > self.max_timestamp:
+            self.max_timestamp = header.max_timestamp
+            self.max_timestamp_offset = header.last_offset
+            if self.since_index >= self.interval:
+                self.time_index.append(header.max_timestamp, header.last_offset)
+        if self.since_index >= self.interval:
+            self.index.append(header.last_offset, position)
+            self.since_index = 0
+
+    def finish(self) -> None:
+        """The time index's last entry, as a segment gets when it stops being active,
+        and every file synced: the swap makes them the log's."""
+        try:
+            if self.max_timestamp >= 0:
+                self.time_index.append(self.max_timestamp, self.max_timestamp_offset)
+            for h in self.handles:
+                h.fsync()
+        finally:
+            for h in self.handles:
+                h.close()
+
+    def abandon(self) -> None:
+        for h in self.handles:
+            h.close()
+
+
+def clean_group(
+    fs: FileSystem,
+    job: CleaningJob,
+    group: Sequence[SourceSegment],
+    offsets: OffsetMap,
+    stats: CleaningStats,
+    pace: Callable[[int], None],
+) -> CleanedSegment:
+    """Write the cleaned segment of ``group`` as ``.cleaned`` files, synced."""
+    writer = _Writer(fs, job.directory, group[0].base_offset, job.index_interval_bytes)
+    gap: tuple[int, int] | None = None  # (first offset, leader epoch) of a dropped run
+
+    def close_gap(end: int) -> None:
+        nonlocal gap
+        if gap is not None and end > gap[0]:
+            writer.append(filler_batch(gap[0], end, gap[1]))
+        gap = None
+
+    try:
+        for source in group:
+            handle, path = _open(fs, job.directory, source)
+            try:
+                for header, data in _batches(handle, source.size, path, pace):
+                    try:
+                        cleaned = clean_batch(
+                            data,
+                            header._replace(position=0),
+                            offsets,
+                            job.now_ms,
+                            job.delete_retention_ms,
+                            last_of_producer=header.last_offset in job.last_batch_of_producers,
+                        )
+                    except (DecodeError, InvalidRecordBatchError) as e:
+                        raise CorruptLogError(path, header.position, str(e)) from e
+                    stats.records_kept += cleaned.kept
+                    stats.records_removed += cleaned.removed
+                    stats.tombstone_horizons_set += cleaned.horizon_set
+                    if cleaned.data is None:
+                        stats.batches_dropped += 1
+                        if gap is not None and gap[1] != header.partition_leader_epoch:
+                            close_gap(header.base_offset)
+                        if gap is None:
+                            gap = (header.base_offset, header.partition_leader_epoch)
+                        continue
+                    close_gap(header.base_offset)
+                    writer.append(cleaned.data)
+                    pace(len(cleaned.data))
+            finally:
+                handle.close()
+        close_gap(group[-1].next_offset)
+        if writer.next_offset != group[-1].next_offset:
+            raise CorruptLogError(
+                join(job.directory, segment_name(group[-1].base_offset, ".log")),
+                group[-1].size,
+                f"the segments end at offset {writer.next_offset}, not at {group[-1].next_offset}",
+            )
+        writer.finish()
+    except BaseException:
+        writer.abandon()
+        raise
+    stats.bytes_written += writer.size
+    stats.bytes_read += sum(s.size for s in group)
+    return CleanedSegment(writer.base, group[-1].next_offset, writer.size, tuple(group))
+
+
+def run_pass(
+    fs: FileSystem, job: CleaningJob, pace: Callable[[int], None] = lambda _n: None
+) -> CleaningResult:
+    """The whole pass: the map over the dirty part, then every group whose segments
+    lie below the map's end cleaned into ``.cleaned`` files. On an error the files
+    written so far are removed (a crash leaves them to start-up, which removes them)."""
+    offsets = OffsetMap(job.map_capacity)
+    map_end = build_offset_map(fs, job, offsets, pace)
+    stats = CleaningStats()
+    cleaned: list[CleanedSegment] = []
+    attempted: list[int] = []
+    try:
+        for group in job.groups:
+            if group[0].base_offset >= map_end:
+                break
+            attempted.append(group[0].base_offset)
+            cleaned.append(clean_group(fs, job, group, offsets, stats, pace))
+    except BaseException:
+        remove_cleaned(fs, job.directory, attempted)
+        raise
+    return CleaningResult(job, tuple(cleaned), map_end, stats)
+
+
+def remove_cleaned(fs: FileSystem, directory: str, bases: Sequence[int]) -> None:
+    for base in bases:
+        for suffix in SEGMENT_FILES:
+            path = cleaned_path(directory, base, suffix)
+            if fs.exists(path):
+                fs.remove(path)
