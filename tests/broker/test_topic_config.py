@@ -21,10 +21,8 @@ from odradek.broker.topic_config import (
     effective_record_policy,
     effective_topic_config,
     effective_topic_value,
-    refuse_unapplied_configs,
     to_log_config,
     topic_log_config,
-    unapplied_config_problem,
     validate_dynamic_broker_configs,
     validate_topic_overrides,
 )
@@ -360,29 +358,30 @@ def test_the_offsets_topic_keeps_every_record_whatever_the_broker_retention() ->
 
 
 @pytest.mark.parametrize(
-    ("name", "value", "refused"),
-    [
-        ("cleanup.policy", "compact", True),
-        ("cleanup.policy", "delete,compact", True),
-        ("cleanup.policy", " Compact ", True),
-        ("log.cleanup.policy", "compact", True),
-        ("cleanup.policy", "delete", False),
-        ("log.cleanup.policy", "delete", False),
-        ("retention.ms", "compact", False),
-        ("cleanup.policy", None, False),
-    ],
-)
-def test_compaction_is_refused_where_it_would_not_be_applied(
-    name: str, value: str | None, refused: bool
+    ("policy", "compact", "deletes"),
+    [("compact", True, False), ("compact,delete", True, True), (" compact ", True, False),
+     ("delete", False, True)],
+)  # fmt: skip
+def test_the_cleanup_policy_gives_the_log_its_cleaner_settings(
+    policy: str, compact: bool, deletes: bool
 ) -> None:
-    problem = unapplied_config_problem(name, value)
-    assert (problem is not None) == refused
-    if refused:
-        assert problem is not None and name in problem and "does not compact logs" in problem
-        with pytest.raises(ConfigError, match="does not compact logs"):
-            refuse_unapplied_configs({"segment.ms": "1000", name: value})
-    else:
-        refuse_unapplied_configs({name: value})
+    cfg = server(log_cleaner_min_cleanable_ratio="0.2", log_retention_ms="60000")
+    log_config = topic_log_config(
+        cfg, {"cleanup.policy": policy, "delete.retention.ms": "5000", "min.compaction.lag.ms": "7"}
+    )
+    assert log_config.compact is compact
+    assert log_config.retention_ms == (60000 if deletes else -1)
+    cleaning = log_config.cleaning
+    assert cleaning.min_cleanable_dirty_ratio == 0.2  # the broker default's synonym
+    assert (cleaning.delete_retention_ms, cleaning.min_compaction_lag_ms) == (5000, 7)
+
+
+def test_internal_segment_bytes_replaces_segment_bytes_for_tests() -> None:
+    cfg = server()
+    assert topic_log_config(cfg, {"internal.segment.bytes": "4096"}).segment_bytes == 4096
+    assert topic_log_config(cfg, {}).segment_bytes == 1024**3
+    with pytest.raises(ConfigError, match=r"segment\.bytes"):
+        validate_topic_overrides({"segment.bytes": "4096"}, cfg)
 
 
 def test_log_config_from_partial_or_hand_made_entries() -> None:

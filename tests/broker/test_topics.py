@@ -16,6 +16,7 @@ import pytest
 
 from odradek.broker.partitions_admin import handle_create_partitions
 from odradek.broker.topics import handle_create_topics, handle_metadata
+from odradek.controller.image import CONFIG_RESOURCE_TOPIC
 from odradek.controller.topics import EXCESSIVE_PARTITIONS, MAX_PARTITIONS_PER_BATCH
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import (
@@ -111,17 +112,14 @@ def test_metadata_answers_invalid_topic_for_a_name_no_topic_can_have(
 
 
 @pytest.mark.parametrize("policy", ["compact", "compact,delete"])
-def test_create_topics_refuses_compaction_which_this_build_would_not_apply(policy: str) -> None:
+def test_create_topics_takes_a_compacted_topic(policy: str) -> None:
     h = new_harness()
     compacted = topic("connect-offsets")
     compacted.configs = [CreatableTopicConfig(name="cleanup.policy", value=policy)]
-    deleting = topic("events")
-    deleting.configs = [CreatableTopicConfig(name="cleanup.policy", value="delete")]
-    [(_, error, message), events] = create(h, compacted, deleting)
-    assert error == ErrorCode.INVALID_CONFIG
-    assert message is not None and "does not compact logs" in message
-    assert "connect-offsets" not in h.image.topics_by_name
-    assert events == ("events", ErrorCode.NONE, None)
+    [(_, error, message)] = create(h, compacted)
+    assert (error, message) == (ErrorCode.NONE, None)
+    assert "connect-offsets" in h.image.topics_by_name
+    assert h.image.configs[(CONFIG_RESOURCE_TOPIC, "connect-offsets")]["cleanup.policy"] == policy
 
 
 # --- the bound on partitions per request ------------------------------------------------

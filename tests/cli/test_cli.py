@@ -182,8 +182,6 @@ def test_server_from_properties_serves_clients(tmp_path: Path) -> None:
             "ssl.keystore.location='/nonexistent/server.p12' cannot be read",
         ),
         ("process.roles=broker\n", "process.roles"),
-        # No log compaction yet: every topic's default policy would be echoed, not applied.
-        ("log.cleanup.policy=compact\n", "log.cleanup.policy=compact is not supported"),
     ],
 )
 def test_server_refuses_what_it_cannot_serve_safely(

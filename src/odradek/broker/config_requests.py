@@ -42,7 +42,6 @@ from odradek.broker.topic_config import (
     REPLICATION_THROTTLE_KEYS,
     TOPIC_CONFIG_DEF,
     effective_topic_config,
-    refuse_unapplied_configs,
     validate_dynamic_broker_configs,
     validate_topic_overrides,
 )
@@ -435,9 +434,7 @@ def topic_schema(server: ServerConfig) -> ConfigSchema:
     def validate(configs: dict[str, str]) -> object:
         return validate_topic_overrides(configs, server)
 
-    return ConfigSchema(
-        validate=validate, list_defaults=_LIST_DEFAULTS, validate_changes=refuse_unapplied_configs
-    )
+    return ConfigSchema(validate=validate, list_defaults=_LIST_DEFAULTS)
 
 
 _BROKER_LIST_DEFAULTS: Final[Mapping[str, str]] = {
@@ -459,7 +456,6 @@ def broker_schema() -> ConfigSchema:
     return ConfigSchema(
         validate=validate,
         list_defaults=_BROKER_LIST_DEFAULTS,
-        validate_changes=refuse_unapplied_configs,
     )
 
 

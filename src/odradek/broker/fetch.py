@@ -134,7 +134,9 @@ def _attempt(
                 continue
             limit = min(wanted.partition_max_bytes, budget)
             try:
-                found_range = log.read(wanted.fetch_offset, max(limit, 1), high_watermark)
+                found_range = log.read(
+                    wanted.fetch_offset, max(limit, 1), high_watermark, skip_record_less=True
+                )
             except OffsetOutOfRangeError:
                 data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue

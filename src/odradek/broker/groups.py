@@ -27,14 +27,12 @@ from odradek.security.acls import AclOperation, ResourceType
 OFFSETS_TOPIC = "__consumer_offsets"
 FIND_COORDINATOR_VERSIONS = (0, 5)
 
-# Kafka's label, written by the broker (a client cannot set compact: there is no log
-# compaction yet, see topic_config.unapplied_config_problem). A log whose policy lacks
-# "delete" gets no time or size retention (topic_config.to_log_config), so until
-# compaction exists the offsets topic keeps every record, which is all that compaction
-# would keep and more: no group's committed offsets are ever cut by retention, whatever
-# log.retention.bytes says. Keeping the label means that clusters whose metadata already
-# holds it need nothing changed, and that compaction, once written, applies here at once.
-# retention.ms=-1 says the same for anyone who reads the topic's configs.
+# Kafka's: the offsets topic is compacted (the log cleaner keeps each group's and
+# partition's last commit, and drops a deleted group's tombstones after
+# delete.retention.ms), and without "delete" in its policy it gets no time or size
+# retention (topic_config.to_log_config), so no group's committed offsets are ever cut
+# by retention, whatever log.retention.bytes says. retention.ms=-1 says the same for
+# anyone who reads the topic's configs.
 OFFSETS_TOPIC_CONFIGS = {"cleanup.policy": "compact", "retention.ms": "-1"}
 
 
@@ -50,6 +48,13 @@ def handle_group_request(header: RequestHeader, request: Any) -> Outcome:
     return GroupCall(request, header.request_api_version, header.client_id or "")
 
 
+def _segment_size(segment_bytes: int) -> dict[str, str]:
+    """``offsets.topic.segment.bytes`` as the offsets topic's segment size: below
+    ``segment.bytes``' 1 MiB minimum (tests) as ``internal.segment.bytes``."""
+    key = "segment.bytes" if segment_bytes >= 1024 * 1024 else "internal.segment.bytes"
+    return {key: str(segment_bytes)}
+
+
 def handle_find_coordinator(
     state: BrokerState,
     header: RequestHeader,
@@ -57,6 +62,7 @@ def handle_find_coordinator(
     *,
     offsets_topic_num_partitions: int,
     offsets_topic_replication_factor: int,
+    offsets_topic_segment_bytes: int = 100 * 1024 * 1024,
 ) -> Outcome:
     version = header.request_api_version
 
@@ -100,7 +106,7 @@ def handle_find_coordinator(
             name=OFFSETS_TOPIC,
             num_partitions=offsets_topic_num_partitions,
             replication_factor=min(offsets_topic_replication_factor, len(live)),
-            configs=dict(OFFSETS_TOPIC_CONFIGS),
+            configs={**OFFSETS_TOPIC_CONFIGS, **_segment_size(offsets_topic_segment_bytes)},
         ),
         live,
         default_partitions=offsets_topic_num_partitions,

@@ -143,6 +143,7 @@ def broker_routes(
                 s,
                 offsets_topic_num_partitions=offsets_topic_num_partitions,
                 offsets_topic_replication_factor=offsets_topic_replication_factor,
+                offsets_topic_segment_bytes=server.offsets_topic_segment_bytes,
             ),
         ),
         (

@@ -375,6 +375,10 @@ class ServerKeys:
         "Memory for the cleaner's key index, across all cleaner threads.", dynamic=True)
     log_cleaner_io_buffer_size = IntKey("log.cleaner.io.buffer.size", 512 * KIB,
         "Cleaner I/O buffer size.", validator=_NON_NEGATIVE, dynamic=True)
+    log_cleaner_io_max_bytes_per_second = DoubleKey(
+        "log.cleaner.io.max.bytes.per.second", 1.7976931348623157e308,
+        "Bytes a second the cleaner threads read and write, in all.",
+        validator=Range.at_least(1), dynamic=True)
     log_cleaner_backoff_ms = LongKey("log.cleaner.backoff.ms", 15_000,
         "Pause when there is nothing to clean.", validator=_NON_NEGATIVE, dynamic=True)
     log_index_size_max_bytes = IntKey("log.index.size.max.bytes", 10 * MIB,

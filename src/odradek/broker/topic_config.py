@@ -20,10 +20,6 @@ This module owns:
 * :data:`DYNAMIC_BROKER_TOPIC_KEYS`, the broker keys that may be set at run time (those
   whose only effect is as a topic config's default), and
   :func:`validate_dynamic_broker_configs`, their check;
-* :func:`unapplied_config_problem` and :func:`refuse_unapplied_configs`, the values Kafka
-  accepts that this build refuses to take from a client or a config file because it
-  would not apply them (``cleanup.policy`` with ``compact``: there is no log compaction
-  yet), while it still reads them where they are stored.
 
 A value resolves in this order: the topic's own override, then each broker synonym in
 turn (``log.retention.ms`` before ``log.retention.minutes`` before
@@ -62,6 +58,7 @@ from odradek.protocol.record_batch import (
     TimestampType,
 )
 from odradek.security.ssl_keys import dynamic_ssl_key
+from odradek.storage.cleaner.plan import CleaningPolicy
 from odradek.storage.log import LogConfig
 
 __all__ = [
@@ -77,10 +74,8 @@ __all__ = [
     "effective_record_policy",
     "effective_topic_config",
     "effective_topic_value",
-    "refuse_unapplied_configs",
     "to_log_config",
     "topic_log_config",
-    "unapplied_config_problem",
     "validate_dynamic_broker_configs",
     "validate_topic_overrides",
 ]
@@ -161,6 +156,11 @@ _TOPIC_KEYS: Final = [
     _topic("index.interval.bytes", ConfigType.INT, 4096,
            "Log bytes between two offset index entries.",
            _same("log.index.interval.bytes"), Range.at_least(0)),
+    # Kafka's own, for tests only (Kafka 4 refuses segment.bytes below 1 MiB): when set it
+    # replaces segment.bytes. Never a client's setting in production.
+    _topic("internal.segment.bytes", ConfigType.INT, None,
+           "Tests only: a segment size below segment.bytes' 1 MiB minimum.",
+           (), Range.at_least(14)),
     _topic("leader.replication.throttled.replicas", ConfigType.LIST, [],
            "Replicas whose leader-side replication is throttled (partition:broker, or *).",
            (), _ThrottledReplicasValidator()),
@@ -261,44 +261,8 @@ REPLICATION_THROTTLE_KEYS: Final[frozenset[str]] = frozenset(
 replica fetchers read from the image on every fetch."""
 
 
-_CLEANUP_POLICY_KEYS: Final = frozenset({"cleanup.policy", "log.cleanup.policy"})
-
-
 def _policy_items(value: str) -> list[str]:
     return [item.strip().lower() for item in value.split(",")]
-
-
-def unapplied_config_problem(name: str, value: str | None) -> str | None:
-    """Why this build refuses to take ``name=value`` although Kafka accepts it, or None.
-
-    ``compact`` in ``cleanup.policy`` (or its broker default ``log.cleanup.policy``):
-    there is no log compaction yet, so the value would be echoed by DescribeConfigs and
-    not applied. Kafka Connect and schema registries keep their state in compacted topics
-    and rely on the latest record of each key staying; refusing tells them at once,
-    where accepting would leave them a log that is never compacted.
-
-    Only what a client or a config file sets is checked this way. A value already stored
-    is still read (a cluster written by an older build, and ``__consumer_offsets``, which
-    the broker itself creates with ``compact``): :func:`to_log_config` gives a log without
-    ``delete`` in its policy no time or size retention, so such a log keeps every record.
-    """
-    if name in _CLEANUP_POLICY_KEYS and value is not None and "compact" in _policy_items(value):
-        return (
-            f"{name}={value} is not supported: this build does not compact logs yet, so a "
-            "compacted topic would not keep the latest record of each key as Kafka's does. "
-            f"Use {name}=delete; to keep every record, with retention.ms=-1 and "
-            "retention.bytes=-1"
-        )
-    return None
-
-
-def refuse_unapplied_configs(configs: Mapping[str, str | None]) -> None:
-    """Raise :class:`ConfigError` for the first of ``configs`` that
-    :func:`unapplied_config_problem` refuses."""
-    for name, value in configs.items():
-        problem = unapplied_config_problem(name, value)
-        if problem is not None:
-            raise ConfigError(problem)
 
 
 def validate_dynamic_broker_configs(configs: Mapping[str, str]) -> dict[str, ConfigValue]:
@@ -508,6 +472,18 @@ def _entry_int(values: Mapping[str, str | None], name: str) -> int:
     return value
 
 
+def _entry_float(values: Mapping[str, str | None], name: str) -> float:
+    raw = values.get(name)
+    value = (
+        TOPIC_CONFIG_DEF[name].default_value
+        if raw is None
+        else TOPIC_CONFIG_DEF.parse_value(name, raw)
+    )
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"topic configuration {name} has no number value")
+    return float(value)
+
+
 def to_log_config(effective: Iterable[ConfigEntry]) -> LogConfig:
     """The storage engine's settings from a topic's effective configuration.
 
@@ -517,12 +493,16 @@ def to_log_config(effective: Iterable[ConfigEntry]) -> LogConfig:
     values = {entry.name: entry.value for entry in effective}
     policy = values.get("cleanup.policy")
     # Kafka deletes old segments by time and size only where the policy has "delete"; a
-    # compacted-only log is cleaned by compaction alone. Without compaction (see
-    # unapplied_config_problem) such a log keeps everything, which is more than Kafka
-    # keeps but never less: no latest record of a key is ever removed.
-    deletes = policy is None or "delete" in _policy_items(policy)
+    # compacted-only log is cleaned by compaction alone.
+    items = ["delete"] if policy is None else _policy_items(policy)
+    deletes = "delete" in items
+    internal_segment_bytes = values.get("internal.segment.bytes")
     return LogConfig(
-        segment_bytes=_entry_int(values, "segment.bytes"),
+        segment_bytes=(
+            _entry_int(values, "segment.bytes")
+            if internal_segment_bytes is None
+            else _entry_int(values, "internal.segment.bytes")
+        ),
         segment_ms=_entry_int(values, "segment.ms"),
         segment_index_bytes=_entry_int(values, "segment.index.bytes"),
         index_interval_bytes=_entry_int(values, "index.interval.bytes"),
@@ -531,6 +511,13 @@ def to_log_config(effective: Iterable[ConfigEntry]) -> LogConfig:
         flush_messages=_entry_int(values, "flush.messages"),
         flush_ms=_entry_int(values, "flush.ms"),
         quarantine_max_bytes=_entry_int(values, "quarantine.max.bytes"),
+        compact="compact" in items,
+        cleaning=CleaningPolicy(
+            min_cleanable_dirty_ratio=_entry_float(values, "min.cleanable.dirty.ratio"),
+            min_compaction_lag_ms=_entry_int(values, "min.compaction.lag.ms"),
+            max_compaction_lag_ms=_entry_int(values, "max.compaction.lag.ms"),
+            delete_retention_ms=_entry_int(values, "delete.retention.ms"),
+        ),
     )
 
 

@@ -16,7 +16,6 @@ from odradek.broker.authorization import allowed, allowed_names, authorized_oper
 from odradek.broker.effects import CommitRecords, Outcome, Reply
 from odradek.broker.state import BrokerState
 from odradek.broker.throttle import THROTTLING_QUOTA_EXCEEDED_MESSAGE, MutationQuota
-from odradek.broker.topic_config import unapplied_config_problem
 from odradek.controller.topics import (
     EXCESSIVE_PARTITIONS,
     MAX_PARTITIONS_PER_BATCH,
@@ -105,12 +104,6 @@ def handle_create_topics(
         if any(c.name == UNCLEAN_ELECTIONS_CONFIG for c in topic.configs):
             result.error_code = ErrorCode.INVALID_CONFIG
             result.error_message = f"{UNCLEAN_ELECTIONS_CONFIG} is written by the controller"
-            continue
-        unapplied = [unapplied_config_problem(c.name, c.value) for c in topic.configs]
-        problem = next((p for p in unapplied if p is not None), None)
-        if problem is not None:
-            result.error_code = ErrorCode.INVALID_CONFIG
-            result.error_message = problem
             continue
         try:
             configs = state.validate_topic_configs(

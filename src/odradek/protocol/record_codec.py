@@ -166,6 +166,38 @@ def encode_batch(
     if delete_horizon:
         attributes |= DELETE_HORIZON_FLAG_MASK
 
+    return pack_batch(
+        section,
+        records_count=len(records),
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        attributes=attributes,
+        last_offset_delta=last_offset_delta,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+    )
+
+
+def pack_batch(
+    section: bytes,
+    *,
+    records_count: int,
+    base_offset: int,
+    partition_leader_epoch: int,
+    attributes: int,
+    last_offset_delta: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+) -> bytes:
+    """A batch around an encoded (and, per ``attributes``, compressed) records section,
+    its CRC computed: what :func:`encode_batch` and the log cleaner, which keeps the
+    bytes of the records it keeps, both end with."""
     out = bytearray(RECORD_BATCH_OVERHEAD + len(section))
     try:
         HEADER_STRUCT.pack_into(
@@ -183,7 +215,7 @@ def encode_batch(
             producer_id,
             producer_epoch,
             base_sequence,
-            len(records),
+            records_count,
         )
     except struct.error as e:
         raise EncodeError(f"batch header field out of range: {e}") from None

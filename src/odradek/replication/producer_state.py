@@ -263,6 +263,11 @@ class ProducerStateManager:
         """The producer's state, or None. Read it; change it only through this class."""
         return self._producers.get(producer_id)
 
+    def last_offsets(self) -> list[int]:
+        """The last offset of each producer's last batch: the batches the log cleaner
+        keeps even when it empties them (Kafka's ``lastRecordsOfActiveProducers``)."""
+        return [e.last_offset for e in self._producers.values() if e.last_offset >= 0]
+
     def producer_ids(self) -> list[int]:
         return sorted(self._producers)
 

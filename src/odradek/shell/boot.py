@@ -19,7 +19,6 @@ from odradek.broker.server_config import ServerConfig
 from odradek.broker.state import BrokerSettings
 from odradek.broker.topic_config import (
     topic_log_config,
-    unapplied_config_problem,
     validate_topic_overrides,
 )
 from odradek.core.errors import ConfigError
@@ -88,13 +87,6 @@ def node_config(server: ServerConfig, cluster_id: str, directory_id: uuid.UUID) 
         raise ConfigError(
             f"log.dirs: {len(server.log_dirs)} directories given; one is supported for now"
         )
-    if server.is_set("log.cleanup.policy"):
-        # The default of every topic's cleanup.policy: refused as a topic's own would be.
-        problem = unapplied_config_problem(
-            "log.cleanup.policy", server.originals["log.cleanup.policy"]
-        )
-        if problem is not None:
-            raise ConfigError(problem)
     unknown = server.unknown_keys
     if unknown:
         log.warning("ignoring unknown configuration keys: %s", ", ".join(sorted(unknown)))

@@ -14,6 +14,7 @@ up. The rooms, each reached through a small protocol naming what is asked of it:
 * :mod:`odradek.shell.hosting`: the partitions and logs the image assigns here;
 * :mod:`odradek.shell.group_service`: the group coordinator on the event loop;
 * :mod:`odradek.shell.housekeeping`: retention, checkpoints, producer expiry.
+* :mod:`odradek.shell.log_cleaner`: compacted logs cleaned on cleaner threads.
 * :mod:`odradek.shell.clean_shutdown`: the broker epoch a clean stop leaves.
 
 On SIGTERM it stops accepting, moves its leaderships away, flushes, writes checkpoints
@@ -71,6 +72,7 @@ from odradek.shell.hosting import Hosting
 from odradek.shell.housekeeping import Housekeeping
 from odradek.shell.jwks import jwks_source
 from odradek.shell.limits import log_partition_capacity, raise_open_files_limit
+from odradek.shell.log_cleaner import LogCleaner
 from odradek.shell.metadata_apply import (
     METADATA_TOPIC,
     MetadataApplier,
@@ -195,6 +197,7 @@ class Node:
         self.replication: ReplicationService | None = None
         self.hosting: Hosting | None = None
         self.housekeeping: Housekeeping | None = None
+        self.log_cleaner: LogCleaner | None = None
         self.clean_shutdown: CleanShutdownFile | None = None
         self._servers: list[asyncio.Server] = []
         self._controller_server: asyncio.Server | None = None
@@ -534,6 +537,17 @@ class Node:
             producer_id_expiration_ms=cfg.producer_id_expiration_ms,
             producer_id_expiration_check_interval_ms=cfg.producer_id_expiration_check_interval_ms,
         )
+        cleaner_keys = cfg.server
+        self.log_cleaner = LogCleaner(
+            self.state,
+            self.log_dir,
+            self.fs,
+            self.group_commit,
+            threads=cleaner_keys.log_cleaner_threads if cleaner_keys.log_cleaner_enable else 0,
+            dedupe_buffer_bytes=cleaner_keys.log_cleaner_dedupe_buffer_size,
+            io_max_bytes_per_second=cleaner_keys.log_cleaner_io_max_bytes_per_second,
+            backoff_ms=cleaner_keys.log_cleaner_backoff_ms,
+        )
         logs = self.log_dir.logs.values()
         log.info(
             "log dir %s opened after a %s in %d ms: %d partitions, %d segments, %d bytes "
@@ -648,6 +662,8 @@ class Node:
         self.supervisor.start("isr-ticker", self.replication.isr_ticker())
         self.supervisor.start("group-commit", self.group_commit.run())
         self.supervisor.start("housekeeping", self.housekeeping.run())
+        if self.log_cleaner is not None:
+            self.supervisor.start("log cleaner", self.log_cleaner.run())
         self.supervisor.start("group-ticker", self.groups.ticker())
         log_dir = self.log_dir
         scrubber = Scrubber(

@@ -1,7 +1,8 @@
 """The small text files of a log dir, in Kafka's formats, replaced atomically.
 
 * Offset checkpoints (``recovery-point-offset-checkpoint``,
-  ``replication-offset-checkpoint``, ``log-start-offset-checkpoint``): a version line
+  ``replication-offset-checkpoint``, ``log-start-offset-checkpoint``,
+  ``cleaner-offset-checkpoint``): a version line
   ``0``, a count line, then ``<topic> <partition> <offset>`` lines.
 * ``leader-epoch-checkpoint`` (one per partition): ``0``, a count, ``<epoch> <offset>``.
 * ``partition.metadata``: ``version: 0`` and ``topic_id: <kafka uuid>``.
@@ -27,6 +28,7 @@ from odradek.storage.fs import FileSystem, write_file_atomically
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 PARTITION_METADATA = "partition.metadata"
 META_PROPERTIES = "meta.properties"

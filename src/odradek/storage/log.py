@@ -87,6 +87,9 @@ R = TypeVar("R")
 
 MAX_RELATIVE_OFFSET = 2**31 - 1
 
+RECORD_LESS_SCAN_BYTES = 64 * 1024
+"""The longest range a consumer read checks for holding no record (see ``read``)."""
+
 _TOO_MANY_FILES = (errno.EMFILE, errno.ENFILE)
 
 
@@ -103,6 +106,10 @@ class LogConfig:
     flush_messages: int = 2**63 - 1
     flush_ms: int = 2**63 - 1
     quarantine_max_bytes: int = 1_073_741_824
+    compact: bool = False
+    """``cleanup.policy`` includes ``compact``: the log cleaner cleans this log."""
+    cleaning: CleaningPolicy = field(default_factory=CleaningPolicy)
+    """``min.cleanable.dirty.ratio``, the compaction lags and ``delete.retention.ms``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +240,9 @@ class PartitionLog:
         """Called after a truncation lowered the recovery point: the owner of the
         recovery-point checkpoint rewrites it at once, as Kafka's LogManager does, so
         that a later start never trusts bytes written over the cut as durable."""
+        self.cleaner_checkpoint: int | None = None
+        """The first offset the log cleaner has not cleaned (its ``cleaner-offset-checkpoint``
+        entry); a truncation below it lowers it."""
         self.validated_bytes_at_open = 0
         """How many bytes the start-up validated (the rest waits for the scrub)."""
         name = parse_partition_dir_name(basename(directory))
@@ -556,11 +566,25 @@ class PartitionLog:
         return max(bisect.bisect_right(self._bases, offset) - 1, 0)
 
     @_guarded
-    def read(self, offset: int, max_bytes: int, max_offset: int | None = None) -> FileRange | None:
+    def read(
+        self,
+        offset: int,
+        max_bytes: int,
+        max_offset: int | None = None,
+        *,
+        skip_record_less: bool = False,
+    ) -> FileRange | None:
         """Whole batches from the one holding ``offset``, below ``max_offset``.
 
         ``max_offset`` is the exclusive bound (the high watermark for consumers, the
         log end for followers). None means there is nothing to return yet.
+
+        ``skip_record_less`` (consumers): a range that is the rest of an older segment
+        and holds no record at all (cleaning left only fillers and empty producer
+        batches there) is passed over for the next segment's, so a consumer sees the
+        gap Kafka would leave. librdkafka treats an answer without a record as a
+        message too large for its fetch size and, after ten, fails the partition.
+        Followers read the fillers, which keep their log dense.
         """
         end = self.log_end_offset
         if offset < self.log_start_offset or offset > end:
@@ -571,9 +595,20 @@ class PartitionLog:
             segment = self.segments[i]
             found = segment.read(offset, max_bytes, bound)
             if found is not None:
-                return found
+                if not (skip_record_less and self._record_less(segment, found)):
+                    return found
+                offset = segment.next_offset
             i += 1
         return None
+
+    def _record_less(self, segment: LogSegment, found: FileRange) -> bool:
+        """Whether ``found`` is the rest of an older segment and holds no record."""
+        if segment.is_active or found.position + found.length != segment.size:
+            return False
+        if found.length > RECORD_LESS_SCAN_BYTES:
+            return False  # a cleaned segment of only fillers is far smaller
+        end = found.position + found.length
+        return all(h.records_count == 0 for h in segment.headers_from(found.position, end))
 
     @_guarded
     def offset_for_timestamp(self, timestamp: int) -> BatchHeader | None:
@@ -638,6 +673,8 @@ class PartitionLog:
         delete_snapshots_after(self.fs, self.directory, offset)
         lowered = offset < self.recovery_point
         self.recovery_point = min(self.recovery_point, offset)
+        if self.cleaner_checkpoint is not None:
+            self.cleaner_checkpoint = min(self.cleaner_checkpoint, offset)
         self._flush_all()
         if lowered and self.on_recovery_point_lowered is not None:
             self.on_recovery_point_lowered()
@@ -662,6 +699,7 @@ class PartitionLog:
         self._write_epochs()
         delete_snapshots_after(self.fs, self.directory, -1)
         self.recovery_point = offset
+        self.cleaner_checkpoint = None
         self._flush_all()
         if self.on_recovery_point_lowered is not None:
             self.on_recovery_point_lowered()
@@ -827,10 +865,21 @@ class PartitionLog:
             last_batch_of_producers=last_batch_of_producers, map_capacity=map_capacity,
         )  # fmt: skip
 
+    def cleaning_failed(self, error: BaseException) -> None:
+        """A pass failed on its thread: corruption or an I/O error takes the log offline
+        as on any other path (Kafka's "uncleanable partition"), never a silent stop."""
+        if isinstance(error, CorruptLogError):
+            self._corrupt(f"log cleaner: {error}")
+        elif isinstance(error, OSError):
+            self._fail(f"log cleaner failed: {error}")
+
     @_guarded
     def commit_cleaning(self, result: CleaningResult, now_ms: int) -> bool:
         """Swap a finished pass's segments in (:mod:`odradek.storage.cleaner.log_cleaning`)."""
-        return log_cleaning.commit(self, result, now_ms)
+        committed = log_cleaning.commit(self, result, now_ms)
+        if committed:
+            self.cleaner_checkpoint = result.map_end
+        return committed
 
     # --- Reading batch headers --------------------------------------------------------
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection
 
 from odradek.core.errors import ConfigError, CorruptLogError, LogOfflineError
 from odradek.storage.checkpoint import (
+    CLEANER_CHECKPOINT,
     LOG_START_CHECKPOINT,
     META_PROPERTIES,
     RECOVERY_POINT_CHECKPOINT,
@@ -172,6 +173,7 @@ class LogDir:
         result = cls(fs, path, meta, open_segments)
         recovery_points = _read_or_recover(fs, join(path, RECOVERY_POINT_CHECKPOINT))
         log_starts = _read_or_recover(fs, join(path, LOG_START_CHECKPOINT))
+        cleaned = _read_or_recover(fs, join(path, CLEANER_CHECKPOINT))
         for name in fs.listdir(path):
             full = join(path, name)
             if name.endswith(DELETE_SUFFIX):
@@ -192,6 +194,7 @@ class LogDir:
                 cache=result.cache,
             )
             opened.on_recovery_point_lowered = result.checkpoint
+            opened.cleaner_checkpoint = cleaned.get(parsed)
             result.adopt(parsed, opened)
         fs.fsync_dir(path)
         return result
@@ -301,6 +304,27 @@ class LogDir:
             join(self.path, LOG_START_CHECKPOINT),
             {k: v.log_start_offset for k, v in self.logs.items()},
         )
+        self._write_cleaner_checkpoint()
+
+    def checkpoint_cleaner(self) -> None:
+        """``cleaner-offset-checkpoint``: each compacted log's first dirty offset, so
+        that a restarted cleaner does not clean again what it cleaned."""
+        if self.offline is not None:
+            return
+        try:
+            self._write_cleaner_checkpoint()
+        except OSError as e:
+            raise self._guard("writing the cleaner checkpoint", e) from e
+
+    def _write_cleaner_checkpoint(self) -> None:
+        cleaned = {
+            k: v.cleaner_checkpoint
+            for k, v in self.logs.items()
+            if v.cleaner_checkpoint is not None
+        }
+        path = join(self.path, CLEANER_CHECKPOINT)
+        if cleaned or self.fs.exists(path):
+            write_offset_checkpoint(self.fs, path, cleaned)
 
     def offline_logs(self) -> dict[TopicPartition, str]:
         return {k: v.offline for k, v in self.logs.items() if v.offline is not None}

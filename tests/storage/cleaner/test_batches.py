@@ -12,7 +12,7 @@ from odradek.protocol.record_batch import (
     TimestampType,
     validate_batch,
 )
-from odradek.protocol.record_codec import decode_records
+from odradek.protocol.record_codec import Record, decode_records, encode_batch
 from odradek.storage.cleaner.batches import clean_batch, filler_batch
 from odradek.storage.cleaner.offset_map import OffsetMap
 from tests.storage.cleaner.helpers import keyed
@@ -120,3 +120,19 @@ def test_the_offset_map_counts_its_capacity_from_the_buffer() -> None:
     offsets.put(b"k", 5)
     offsets.put(b"k", 9)
     assert offsets.get(b"k") == 9 and offsets.get(b"other") == -1 and len(offsets) == 1
+
+
+def test_kept_records_keep_their_headers_and_timestamps_byte_for_byte() -> None:
+    records = [
+        Record(offset_delta=i, timestamp=500 + 7 * i, key=b"k%d" % (i % 2), value=b"v%d" % i,
+               headers=[("trace", b"t%d" % i), ("empty", None)])
+        for i in range(4)
+    ]  # fmt: skip
+    data = encode_batch(records, base_offset=10)
+    cleaned = clean_batch(
+        data, validate_batch(data), offsets_of({b"k0": 12, b"k1": 13}), 0, 1000,
+        last_of_producer=False,
+    )  # fmt: skip
+    assert cleaned.data is not None
+    assert decode_records(cleaned.data) == records[2:]
+    assert validate_batch(cleaned.data, compacted=True).max_timestamp == 521

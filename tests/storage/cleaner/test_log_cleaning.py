@@ -194,3 +194,20 @@ def test_a_power_loss_at_every_step_of_a_pass_leaves_the_old_log_or_the_new() ->
             assert set(seen) <= set(before), at
             outcomes.add("new")
     assert outcomes == {"old", "new"}
+
+
+def test_a_consumer_read_passes_over_segments_cleaning_left_without_records() -> None:
+    log = filled(new_disk())
+    clean(log, 100)
+    first = log.segments[0]
+    assert all(h.records_count == 0 for h in first.headers_from(0, first.size)), (
+        "the first segment holds only superseded records, so cleaning leaves it record-less"
+    )
+    replica = log.read(0, 1 << 20)
+    assert (
+        replica is not None and validate_batches(replica.read(), compacted=True)[0].base_offset == 0
+    )
+    consumer = log.read(0, 1 << 20, skip_record_less=True)
+    assert consumer is not None
+    headers = validate_batches(consumer.read(), compacted=True)
+    assert headers[0].base_offset > 0 and any(h.records_count for h in headers)

@@ -27,14 +27,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from odradek.protocol.compression import compress
 from odradek.protocol.record_batch import (
     NO_TIMESTAMP,
     BatchHeader,
     Compression,
     TimestampType,
 )
-from odradek.protocol.record_codec import Record, decode_records, encode_batch
+from odradek.protocol.record_codec import Record, decode_records, encode_batch, pack_batch
 from odradek.storage.cleaner.offset_map import OffsetMap
+from odradek.storage.cleaner.records import RawRecord, raw_records, records_section
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,12 +51,12 @@ class CleanedBatch:
     """This pass wrote the batch's delete horizon (it keeps tombstones)."""
 
 
-def _keeps(record: Record, offset: int, offsets: OffsetMap, tombstones_expired: bool) -> bool:
+def _keeps(record: RawRecord, offset: int, offsets: OffsetMap, tombstones_expired: bool) -> bool:
     if record.key is None:
         return False  # Kafka's cleaner drops keyless records of a compacted log.
     if offsets.get(record.key) > offset:
         return False
-    return record.value is not None or not tombstones_expired
+    return not record.tombstone or not tombstones_expired
 
 
 def clean_batch(
@@ -66,19 +68,21 @@ def clean_batch(
     *,
     last_of_producer: bool,
 ) -> CleanedBatch:
-    """Clean the one whole batch ``batch`` (its ``header`` read at position 0).
+    """Clean the one whole batch ``batch`` (its ``header`` read at position 0, its CRC
+    checked).
 
     ``last_of_producer``: the batch is its producer's last in the log, kept even when
     empty.
     """
     if header.is_control:
         return CleanedBatch(batch, header.records_count, 0)
-    records = decode_records(batch)
+    section = records_section(batch, header)
+    records = raw_records(section, header.records_count)
     horizon = header.base_timestamp if header.has_delete_horizon_ms else None
     expired = horizon is not None and now_ms >= horizon
     kept = [r for r in records if _keeps(r, header.base_offset + r.offset_delta, offsets, expired)]
     removed = len(records) - len(kept)
-    set_horizon = horizon is None and any(r.value is None for r in kept)
+    set_horizon = horizon is None and any(r.tombstone for r in kept)
     if not removed and not set_horizon:
         return CleanedBatch(batch, len(kept), 0)
     if not kept:
@@ -86,8 +90,38 @@ def clean_batch(
             return CleanedBatch(None, 0, removed)
         return CleanedBatch(_empty_like(header), 0, removed)
     if set_horizon:
+        # Every record's timestamp delta counts from the horizon now: re-encoded.
         horizon = now_ms + delete_retention_ms
-    return CleanedBatch(_rewritten(header, kept, horizon), len(kept), removed, set_horizon)
+        wanted = {r.offset_delta for r in kept}
+        decoded = [r for r in decode_records(batch) if r.offset_delta in wanted]
+        return CleanedBatch(_rewritten(header, decoded, horizon), len(kept), removed, True)
+    return CleanedBatch(_copied(header, section, kept), len(kept), removed)
+
+
+def _copied(header: BatchHeader, section: bytes | memoryview, kept: Sequence[RawRecord]) -> bytes:
+    """The batch with only the ``kept`` records, each copied as its bytes were."""
+    body = b"".join([section[r.start : r.end] for r in kept])
+    if header.compression != Compression.NONE:
+        body = compress(header.compression, body)
+    log_append_time = header.timestamp_type == TimestampType.LOG_APPEND_TIME
+    max_timestamp = (
+        header.max_timestamp
+        if log_append_time
+        else header.base_timestamp + max(r.timestamp_delta for r in kept)
+    )
+    return pack_batch(
+        body,
+        records_count=len(kept),
+        base_offset=header.base_offset,
+        partition_leader_epoch=header.partition_leader_epoch,
+        attributes=header.attributes,
+        last_offset_delta=header.last_offset_delta,
+        base_timestamp=header.base_timestamp,
+        max_timestamp=max_timestamp,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+    )
 
 
 def _rewritten(header: BatchHeader, kept: Sequence[Record], horizon: int | None) -> bytes:

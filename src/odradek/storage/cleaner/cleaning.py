@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 
 from odradek.core.errors import CorruptLogError, DecodeError, InvalidRecordBatchError
 from odradek.protocol.record_batch import LOG_OVERHEAD, BatchHeader, validate_batch
-from odradek.protocol.record_codec import decode_records
 from odradek.storage.cleaner.batches import clean_batch, filler_batch
 from odradek.storage.cleaner.offset_map import OffsetMap
+from odradek.storage.cleaner.records import raw_records, records_section
 from odradek.storage.fs import FileHandle, FileSystem, join
 from odradek.storage.index import OffsetIndex, TimeIndex
 from odradek.storage.segment import segment_name
@@ -57,6 +57,8 @@ class CleaningJob:
     delete_retention_ms: int
     index_interval_bytes: int
     map_capacity: int
+    dirty_ratio: float = 0.0
+    """The dirty part's share of the log's cleanable bytes (the dirtiest is cleaned first)."""
 
 
 @dataclass(slots=True)
@@ -159,8 +161,9 @@ def build_offset_map(
 
 def _records(data: bytes, path: str, header: BatchHeader) -> list[tuple[bytes | None, int]]:
     try:
-        return [(r.key, r.offset_delta) for r in decode_records(data)]
-    except (DecodeError, InvalidRecordBatchError) as e:
+        section = records_section(data, header)
+        return [(r.key, r.offset_delta) for r in raw_records(section, header.records_count)]
+    except DecodeError as e:
         raise CorruptLogError(path, header.position, f"records do not decode: {e}") from e
 
 

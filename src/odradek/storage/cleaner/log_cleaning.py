@@ -112,6 +112,7 @@ def job_for(
         delete_retention_ms=policy.delete_retention_ms,
         index_interval_bytes=partition_log.config.index_interval_bytes,
         map_capacity=map_capacity,
+        dirty_ratio=found.dirty_ratio,
     )
 
 
