@@ -207,3 +207,31 @@ def test_the_anomaly_report_names_every_example_and_the_faults_carried_out() -> 
     assert "# lost: 1" in text and "\nb\n" in text
     assert "4.00 20.00 #0 isolate leader:0 -> node 2" in text
     assert faults[0].describe() in text
+
+
+def keyed_config(keys: int = 2) -> Op:
+    return Op(0.0, "writer-0", INFO, "config", value={"idempotent": True, "keys": keys})
+
+
+def test_keyed_a_superseded_value_may_be_gone_but_a_keys_last_value_may_not() -> None:
+    # Values 0-0 and 0-2 are key k0, 0-1 and 0-3 key k1 (two keys).
+    ops = [keyed_config(), *sends(("0-0", 0, 0), ("0-1", 0, 1), ("0-2", 0, 2), ("0-3", 0, 3))]
+    ops.append(Op(4.0, "consumer-0", OK, "poll", records=[[0, 0, "0-0"]], generation=1))
+    cleaned = judge([*ops, final({0: [(2, "0-2"), (3, "0-3")]})], 0.0, 4.0)
+    assert cleaned.valid and cleaned.keyed
+    assert cleaned.compacted == ("0-0", "0-1")
+    assert cleaned.aborted_reads == ()  # polled, then removed by compaction: fine
+    assert cleaned.to_json()["compacted"] == 2
+    # k1's last acknowledged value is gone and only an older one of it is there: lost.
+    older = judge([*ops, final({0: [(1, "0-1"), (2, "0-2")]})], 0.0, 4.0)
+    assert older.lost == ("0-3",) and not older.valid
+    # The same read of the unique workload (no keys): everything missing is lost.
+    unique = judge([*ops[1:], final({0: [(2, "0-2"), (3, "0-3")]})], 0.0, 4.0)
+    assert unique.lost == ("0-0", "0-1")
+
+
+def test_keyed_a_value_read_by_a_consumer_and_gone_without_a_later_one_is_an_aborted_read() -> None:
+    ops = [keyed_config(), *sends(("0-0", 0, 0))]
+    ops.append(Op(2.0, "consumer-0", OK, "poll", records=[[0, 1, "0-1"]], generation=1))
+    verdict = judge([*ops, final({0: [(0, "0-0")]})], 0.0, 2.0)
+    assert verdict.aborted_reads == ("0-1",)

@@ -157,3 +157,16 @@ def test_ctrl_c_removes_the_namespace_and_every_node(tmp_path: Path) -> None:
         ["pgrep", "-f", str(report)], capture_output=True, text=True, check=False
     ).stdout.split()
     assert leftovers == []
+
+
+@runs("kill-leaders")
+def test_a_keyed_run_on_a_compacted_topic_keeps_every_keys_last_value(tmp_path: Path) -> None:
+    status, result = verify(
+        tmp_path, "--scenario", "kill-leaders", "--workload", "keyed", "--time", "15",
+        "--seed", "2",
+    )  # fmt: skip
+    assert result["valid"] is True and result["conclusive"] is True, result
+    assert result["keyed"] is True
+    # The cleaner ran during the run: superseded values were removed, none that mattered.
+    assert isinstance(result["compacted"], int) and result["compacted"] > 0, result
+    assert status == 0

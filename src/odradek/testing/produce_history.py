@@ -22,8 +22,9 @@ real processes (``odradek verify``) use the same judge.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import pairwise
 
@@ -118,6 +119,41 @@ def check(history: ProduceHistory, final_read: Iterable[tuple[int, str]]) -> Che
         inconsistent_offsets=tuple(inconsistent),
         unexpected=tuple(sorted(v for v in counts if v not in history.attempted)),
     )
+
+
+def check_compacted(
+    history: ProduceHistory,
+    final_read: Iterable[tuple[int, str]],
+    key_of: Callable[[str], str],
+) -> tuple[CheckResult, tuple[str, ...]]:
+    """Judge a compacted partition: what :func:`check` finds, except that an
+    acknowledged value may be gone when the final read holds a later record of its key
+    (compaction keeps at least the last value of each key, at its offset). Anything
+    else missing is lost: a key whose last read record is older than one of its
+    acknowledged values lost that value. Also returns the values compaction removed."""
+    read = list(final_read)
+    result = check(history, read)
+    latest: dict[str, int] = {}
+    for offset, value in read:
+        key = key_of(value)
+        latest[key] = max(latest.get(key, -1), offset)
+    newest_acked: dict[str, int] = {}
+    for value, at in history.acknowledged.items():
+        if at != UNKNOWN_OFFSET:
+            newest_acked[key_of(value)] = max(newest_acked.get(key_of(value), -1), at)
+    lost: list[str] = []
+    removed: list[str] = []
+    for value in result.lost:
+        at = history.acknowledged[value]
+        key = key_of(value)
+        # An acknowledgement without its offset is superseded only by a read record at
+        # or after the newest acknowledged offset of its key.
+        bound = newest_acked.get(key, -1) if at == UNKNOWN_OFFSET else at
+        if latest.get(key, -1) > bound or (at == UNKNOWN_OFFSET and latest.get(key, -1) == bound):
+            removed.append(value)
+        else:
+            lost.append(value)
+    return dataclasses.replace(result, lost=tuple(lost)), tuple(removed)
 
 
 # -- what consumers saw, and availability (used by ``odradek verify``)

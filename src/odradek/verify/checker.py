@@ -18,7 +18,7 @@ replication simulator uses.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,7 @@ from odradek.testing.produce_history import (
     ProduceHistory,
     availability,
     check,
+    check_compacted,
     check_polls,
 )
 from odradek.verify.history import FAIL, INFO, INVOKE, OK, Op
@@ -65,6 +66,11 @@ class Verdict:
     """Node processes that ended by themselves outside a fault that stops them."""
     expected_exits: tuple[str, ...] = ()
     """Node processes that stopped themselves as their fault makes them (a full disk)."""
+    keyed: bool = False
+    """The keyed workload on a compacted topic (``--workload keyed``)."""
+    compacted: tuple[str, ...] = ()
+    """Acknowledged values the final read no longer holds because a later value of
+    their key is there: what compaction may remove. Not an anomaly."""
 
     @property
     def anomalies(self) -> dict[str, tuple[Any, ...]]:
@@ -109,6 +115,8 @@ class Verdict:
             "final_read": self.final_read,
             "final_read_complete": self.final_read_complete,
             "idempotent_producers": self.idempotent,
+            "keyed": self.keyed,
+            "compacted": len(self.compacted),
             "produce_failed": self.availability.failed,
             "produce_failed_share": self.availability.failed_share,
             "longest_unavailable_s": round(self.availability.longest_gap_s, 3),
@@ -144,12 +152,15 @@ def judge(ops: Iterable[Op], start_s: float, end_s: float) -> Verdict:
     attempts = failed = 0
     acknowledged_at: list[float] = []
     idempotent = True
+    keys: int | None = None
     exits: dict[str, list[str]] = {FAIL: [], INFO: []}
     for op in ops:
         if op.f == "exit" and op.type in exits:
             exits[op.type].append(f"{op.process} at {op.time:.1f} s: {op.value}")
         elif op.f == "config" and isinstance(op.value, dict):
             idempotent = idempotent and bool(op.value.get("idempotent", True))
+            if "keys" in op.value:
+                keys = int(op.value["keys"])
         elif op.f == "send":
             value = str(op.value)
             assert op.partition is not None, op
@@ -174,8 +185,13 @@ def judge(ops: Iterable[Op], start_s: float, end_s: float) -> Verdict:
     duplicated: list[str] = []
     inconsistent: list[tuple[str, int, int]] = []
     unexpected: list[str] = []
+    compacted: list[str] = []
     for partition, history in sorted(histories.items()):
-        result = check(history, read.get(partition, []))
+        if keys is None:
+            result = check(history, read.get(partition, []))
+        else:
+            result, removed = check_compacted(history, read.get(partition, []), key_of(keys))
+            compacted += removed
         lost += result.lost
         duplicated += result.duplicated
         inconsistent += result.inconsistent_offsets
@@ -186,7 +202,23 @@ def judge(ops: Iterable[Op], start_s: float, end_s: float) -> Verdict:
         v for p, pairs in read.items() if p not in histories for _, v in pairs if v not in sent
     )
     acked = [v for h in histories.values() for v in h.acknowledged]
-    seen = check_polls(acked, polls, read)
+    gone = set(compacted)
+    seen = check_polls([v for v in acked if v not in gone], polls, read)
+    aborted = seen.aborted_reads
+    if keys is not None:
+        # A value a consumer received and compaction removed since (a later record of
+        # its key is in the final read) is no aborted read.
+        key = key_of(keys)
+        latest: dict[tuple[int, str], int] = {}
+        for partition, pairs in read.items():
+            for offset, value in pairs:
+                slot = (partition, key(value))
+                latest[slot] = max(latest.get(slot, -1), offset)
+        flagged = set(aborted)
+        aborted = tuple(sorted({
+            p.value for p in polls
+            if p.value in flagged and latest.get((p.partition, key(p.value)), -1) <= p.offset
+        }))  # fmt: skip
     return Verdict(
         attempted=attempts,
         acknowledged=len(acked),
@@ -197,11 +229,18 @@ def judge(ops: Iterable[Op], start_s: float, end_s: float) -> Verdict:
         unseen=seen.unseen,
         nonmonotonic=seen.nonmonotonic,
         skipped=seen.skipped,
-        aborted_reads=seen.aborted_reads,
+        aborted_reads=aborted,
         availability=availability(attempts, failed, acknowledged_at, start_s, end_s),
         final_read=sum(len(pairs) for pairs in read.values()),
         final_read_complete=final is not None,
         idempotent=idempotent,
         unexpected_exits=tuple(exits[FAIL]),
         expected_exits=tuple(exits[INFO]),
+        keyed=keys is not None,
+        compacted=tuple(compacted),
     )
+
+
+def key_of(keys: int) -> Callable[[str], str]:
+    """The keyed workload's key of a value ``N-M``: ``k<M % keys>``."""
+    return lambda value: f"k{int(value.rsplit('-', 1)[1]) % keys}"

@@ -169,6 +169,11 @@ def summary_table(
         ("unexpected node exits", str(len(verdict.unexpected_exits))),
         ("nodes stopped by their fault", str(len(verdict.expected_exits))),
         ("unseen (not an anomaly)", str(len(verdict.unseen))),
+        *(
+            [("compacted (not an anomaly)", f"{len(verdict.compacted)} superseded values removed")]
+            if verdict.keyed
+            else []
+        ),
         (
             "final read",
             f"{verdict.final_read} records"

@@ -31,6 +31,8 @@ TIMING_PROPERTIES = (
     "group.initial.rebalance.delay.ms=0\n"
     # 50 offsets partitions, replicated three ways, would cost more than the workload.
     "offsets.topic.num.partitions=3\n"
+    # The keyed workload's compacted topic is cleaned within a short run.
+    "log.cleaner.backoff.ms=500\n"
 )
 UNSAFE_PROPERTIES = "min.insync.replicas=1\nunclean.leader.election.enable=true\n"
 

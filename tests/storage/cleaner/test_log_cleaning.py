@@ -3,8 +3,12 @@ dense, the swap survives a power loss at every step, and a changed log abandons 
 
 from __future__ import annotations
 
+import pytest
+
+from odradek.core.errors import CorruptLogError
 from odradek.protocol.record_batch import validate_batches
-from odradek.storage.cleaner.cleaning import run_pass
+from odradek.storage import quarantine
+from odradek.storage.cleaner.cleaning import CleaningJob, run_pass
 from odradek.storage.log import PartitionLog
 from odradek.testing.sim_disk import PowerLoss, SimDisk
 from tests.storage.cleaner.helpers import POLICY, SMALL, batches_of, clean, keyed, records_of
@@ -211,3 +215,47 @@ def test_a_consumer_read_passes_over_segments_cleaning_left_without_records() ->
     assert consumer is not None
     headers = validate_batches(consumer.read(), compacted=True)
     assert headers[0].base_offset > 0 and any(h.records_count for h in headers)
+
+
+def cleaning_job_of(log: PartitionLog) -> CleaningJob:
+    job = log.cleaning_job(
+        policy=POLICY, checkpoint=None, high_watermark=log.log_end_offset, now_ms=100,
+        last_batch_of_producers=(), map_capacity=1000,
+    )  # fmt: skip
+    assert job is not None
+    return job
+
+
+def test_an_io_error_in_a_pass_takes_the_log_offline_and_leaves_no_cleaned_files() -> None:
+    disk = new_disk()
+    log = filled(disk)
+    job = cleaning_job_of(log)
+    disk.fail_next("append", path=DIR)
+    with pytest.raises(OSError) as raised:
+        run_pass(disk, job)
+    log.cleaning_failed(raised.value)
+    assert log.offline is not None and "log cleaner" in log.offline
+    assert not [n for n in disk.listdir(DIR) if n.endswith(".cleaned")]
+
+
+def test_a_corrupt_batch_met_by_a_pass_takes_the_log_offline_and_is_not_rewritten() -> None:
+    disk = new_disk()
+    log = filled(disk)
+    job = cleaning_job_of(log)
+    disk.flip_bit(log.segments[1].log_path, 70, 3)  # inside the first batch's records
+    with pytest.raises(CorruptLogError) as raised:
+        run_pass(disk, job)
+    log.cleaning_failed(raised.value)
+    assert log.offline is not None and "BAD_CRC" in log.offline
+    assert disk.exists(f"{DIR}/.odradek-corrupt")  # and it stays offline across restarts
+
+
+def test_a_truncation_into_the_cleaned_part_moves_what_cleaning_kept_to_quarantine() -> None:
+    log = filled(new_disk())
+    clean(log, 100)
+    kept_below = [r for r in records_of(log) if r[0] >= 20]
+    moved = log.truncate_to(20, 200, "test: a diverged follower")
+    assert moved == len(kept_below)
+    entries = quarantine.entries(log.fs, log.directory)
+    assert len(entries) == 1 and entries[0].start_offset == 20
+    assert log.log_end_offset == 20

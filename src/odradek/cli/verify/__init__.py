@@ -63,6 +63,14 @@ __all__ = ["verify"]
     "nodes, SCRAM-SHA-512 (bootstrapped with --add-scram) for the workload's clients.",
 )
 @click.option(
+    "--workload",
+    type=click.Choice(["unique", "keyed"]),
+    default="unique",
+    show_default=True,
+    help="keyed: the writers update a few keys of a compacted topic while the log cleaner "
+    "runs, and the final read must hold every key's last acknowledged value or a later one.",
+)
+@click.option(
     "--json", "json_path", type=click.Path(dir_okay=False), help="Write the verdict here too."
 )
 @click.option(
@@ -80,6 +88,7 @@ def verify(
     controllers: int | None,
     unsafe: bool,
     security: str,
+    workload: str,
     json_path: str | None,
     report_dir: str | None,
     inside_namespace: str | None,
@@ -129,6 +138,7 @@ def verify(
         controllers=controllers,
         unsafe=unsafe,
         security=security,
+        workload=workload,
         report_dir=report,
         json_path=None if json_path is None else Path(json_path).resolve(),
     )

@@ -45,6 +45,8 @@ from odradek.cli.verify.nodes import NodeProcess, NodeSet
 from odradek.cli.verify.plot import timeline
 from odradek.cli.verify.provenance import find_copies
 from odradek.cli.verify.workload import (
+    COMPACTED_TOPIC_CONFIGS,
+    KEYS,
     TOPIC,
     GroupConsumer,
     Recorder,
@@ -99,6 +101,8 @@ class RunOptions:
     consumers: int = 2
     security: str = "plaintext"
     """``plaintext``, or ``sasl_ssl``: every listener SASL_SSL (see :class:`Secured`)."""
+    workload: str = "unique"
+    """``unique`` values, or ``keyed``: updates of a few keys on a compacted topic."""
 
 
 SECURITY_CHOICES = ("plaintext", "sasl_ssl")
@@ -180,9 +184,11 @@ def run_inside(opts: RunOptions) -> int:
         )  # fmt: skip
         say(f"starting {len(topology.nodes)} nodes in {opts.report_dir / 'nodes'}")
         nodes.start_all()
+        keys = KEYS if opts.workload == "keyed" else None
         create_topic(
-            topology.bootstrap_servers, opts.partitions, min(3, opts.brokers), 60, security
-        )
+            topology.bootstrap_servers, opts.partitions, min(3, opts.brokers), 60, security,
+            configs=COMPACTED_TOPIC_CONFIGS if keys else None,
+        )  # fmt: skip
         recorder = Recorder()
         exits.recorder = recorder
         watcher = ExitWatcher(nodes)
@@ -191,7 +197,15 @@ def run_inside(opts: RunOptions) -> int:
         # non-idempotent writers its recorded runs used (docs/verify.md, "Known problems").
         idempotent = topology.combined
         writers = [
-            Writer(i, topology.bootstrap_servers, opts.partitions, recorder, idempotent, security)
+            Writer(
+                i,
+                topology.bootstrap_servers,
+                opts.partitions,
+                recorder,
+                idempotent,
+                security,
+                keys=keys,
+            )
             for i in range(opts.writers)
         ]
         consumers = [

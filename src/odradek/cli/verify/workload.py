@@ -37,6 +37,16 @@ GROUP = "verify-group"
 SEND_INTERVAL_S = 0.01
 MAX_IN_FLIGHT = 8
 MESSAGE_TIMEOUT_MS = 6000
+KEYS = 20
+"""Keys a partition's values update in the keyed workload (``--workload keyed``)."""
+COMPACTED_TOPIC_CONFIGS = {
+    "cleanup.policy": "compact",
+    # Small segments (Kafka's test override), a low ratio and short tombstone retention,
+    # so that the cleaner runs many times within a short run.
+    "internal.segment.bytes": "8192",
+    "min.cleanable.dirty.ratio": "0.01",
+    "delete.retention.ms": "1000",
+}
 
 
 class Recorder:
@@ -82,13 +92,20 @@ def create_topic(
     replication: int,
     timeout_s: float,
     security: Security | None = None,
+    *,
+    configs: Mapping[str, str] | None = None,
 ) -> None:
     admin = AdminClient(_client_config(bootstrap, security))
     deadline = time.monotonic() + timeout_s
     while True:
         futures = admin.create_topics(
-            [NewTopic(TOPIC, num_partitions=partitions, replication_factor=replication)]
-        )
+            [
+                NewTopic(
+                    TOPIC, num_partitions=partitions, replication_factor=replication,
+                    config=dict(configs or {}),
+                )
+            ]
+        )  # fmt: skip
         try:
             futures[TOPIC].result(timeout=15)
             break
@@ -135,9 +152,14 @@ class Writer(threading.Thread):
         recorder: Recorder,
         idempotent: bool,
         security: Security | None = None,
+        *,
+        keys: int | None = None,
     ) -> None:
         super().__init__(name=f"writer-{index}", daemon=True)
         self.idempotent = idempotent
+        self.keys = keys
+        """The keyed workload: value ``N-M`` updates key ``k<M % keys>`` (the checker
+        finds the key from the value)."""
         self.security = security
         self.process = f"writer-{index}"
         self.bootstrap = bootstrap
@@ -206,7 +228,10 @@ class Writer(threading.Thread):
         return delivered
 
     def run(self) -> None:
-        self.recorder.add(self.process, INFO, "config", value={"idempotent": self.idempotent})
+        config: dict[str, object] = {"idempotent": self.idempotent}
+        if self.keys is not None:
+            config["keys"] = self.keys
+        self.recorder.add(self.process, INFO, "config", value=config)
         next_send = time.monotonic()
         while not self.stopping.is_set():
             now = time.monotonic()
@@ -225,6 +250,7 @@ class Writer(threading.Thread):
         try:
             self._producer.produce(
                 TOPIC, value=value.encode(), partition=partition,
+                key=None if self.keys is None else f"k{(self._sent - 1) % self.keys}",
                 on_delivery=self._report(partition, value),
             )  # fmt: skip
         except (BufferError, KafkaException) as e:
