@@ -641,7 +641,7 @@ def session_confluent(bootstrap: str, topic: str, group: str) -> dict[str, objec
         if producer.flush(15) != 0:
             raise RuntimeError("confluent producer did not flush")
     partitions = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
-    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call, unused-ignore]
     listed = admin.list_offsets(dict.fromkeys(partitions, latest))
     ends = {str(tp.partition): f.result(timeout=10).offset for tp, f in listed.items()}
 

@@ -109,7 +109,7 @@ def read_back(bootstrap: str, topic: str, partition: int, start: int, count: int
     while len(got) < count and time.monotonic() < deadline:
         for message in consumer.consume(1000, 0.5):
             if message.error() is None and message.key() is not None:
-                got.append(message.key())  # type: ignore[arg-type]
+                got.append(message.key())  # type: ignore[arg-type, unused-ignore]
     consumer.close()
     return got[:count]
 

@@ -25,7 +25,7 @@ def test_a_writer_replaces_a_producer_that_refuses_sends_as_fatally_failed() -> 
     # No broker is contacted: nothing is sent through the replacement here.
     writer = Writer(0, "127.0.0.1:1", 3, Recorder(), idempotent=True)
     refusing: object = Refusing()
-    writer._producer = refusing  # type: ignore[assignment]
+    writer._producer = refusing  # type: ignore[assignment, unused-ignore]
     writer._send()
     writer._poll(0)
     assert writer._producer is not refusing
