@@ -237,3 +237,17 @@ def test_the_offsets_topic_is_compacted_and_a_restarted_coordinator_loads_what_i
         assert committed.offset == commits
     finally:
         cluster.kill()
+
+
+def test_with_the_cleaner_off_a_node_serves_and_keeps_every_record(tmp_path: Path) -> None:
+    cluster = Cluster(tmp_path, 1, extra="log.cleaner.enable=false\nlog.cleaner.backoff.ms=200\n")
+    cluster.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 1, 1, config=TOPIC_CONFIGS)])[TOPIC].result(30)
+        written = produce(cluster.bootstrap, [(KEYS[i % 3], b"%d" % i) for i in range(300)])
+        time.sleep(1.5)  # several backoffs of a cleaner that must not run
+        assert consume_all(cluster.bootstrap) == written
+        assert cluster.nodes[0].process is not None and cluster.nodes[0].process.poll() is None
+    finally:
+        cluster.kill()

@@ -86,6 +86,10 @@ class LogCleaner:
         self.uncleanable: set[TopicPartition] = set()
         """Partitions a pass failed on: not cleaned again until a restart."""
 
+    @property
+    def threads(self) -> int:
+        return self._threads
+
     async def run(self) -> None:
         self._workers = [WorkerThread(f"log-cleaner-{i}") for i in range(self._threads)]
         try:

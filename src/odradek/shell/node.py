@@ -662,7 +662,8 @@ class Node:
         self.supervisor.start("isr-ticker", self.replication.isr_ticker())
         self.supervisor.start("group-commit", self.group_commit.run())
         self.supervisor.start("housekeeping", self.housekeeping.run())
-        if self.log_cleaner is not None:
+        if self.log_cleaner is not None and self.log_cleaner.threads:
+            # log.cleaner.enable=false (or no threads): compacted logs are not cleaned.
             self.supervisor.start("log cleaner", self.log_cleaner.run())
         self.supervisor.start("group-ticker", self.groups.ticker())
         log_dir = self.log_dir
