@@ -232,6 +232,9 @@ def test_a_signed_token_produces_and_consumes(
     config = _signed_config(signed, lambda: _token(signing_key))
     topic = f"oauth-jwks-{uuid.uuid4().hex[:8]}"
     admin = AdminClient(config)
+    # confluent-kafka serves oauth_cb from poll(): with 2.12.2 an AdminClient does not
+    # log in before one, and its first request waits for a token that never comes.
+    admin.poll(1)
     admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])[topic].result(30)
     _produce_and_consume(config, topic)
 
