@@ -31,6 +31,7 @@ from odradek.protocol.compression import compress
 from odradek.protocol.record_batch import (
     NO_TIMESTAMP,
     BatchHeader,
+    Buffer,
     Compression,
     TimestampType,
 )
@@ -43,7 +44,7 @@ from odradek.storage.cleaner.records import RawRecord, raw_records, records_sect
 class CleanedBatch:
     """What :func:`clean_batch` made of one batch."""
 
-    data: bytes | None
+    data: Buffer | None
     """The batch to write (the original bytes when nothing changed), or None: dropped."""
     kept: int
     removed: int
@@ -60,7 +61,7 @@ def _keeps(record: RawRecord, offset: int, offsets: OffsetMap, tombstones_expire
 
 
 def clean_batch(
-    batch: bytes,
+    batch: Buffer,
     header: BatchHeader,
     offsets: OffsetMap,
     now_ms: int,

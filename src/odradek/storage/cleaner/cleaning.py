@@ -19,14 +19,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from odradek.core.errors import CorruptLogError, DecodeError, InvalidRecordBatchError
-from odradek.protocol.record_batch import LOG_OVERHEAD, BatchHeader, validate_batch
+from odradek.protocol.record_batch import BatchHeader, Buffer, validate_batch
 from odradek.storage.cleaner.batches import clean_batch, filler_batch
 from odradek.storage.cleaner.offset_map import OffsetMap
 from odradek.storage.cleaner.records import raw_records, records_section
 from odradek.storage.fs import FileHandle, FileSystem, join
 from odradek.storage.index import OffsetIndex, TimeIndex
 from odradek.storage.segment import segment_name
-from odradek.storage.validation import RECOVERY_CHUNK
+from odradek.storage.validation import ValidBatches
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -93,37 +93,15 @@ def cleaned_path(directory: str, base_offset: int, suffix: str) -> str:
 
 
 def _batches(
-    handle: FileHandle, size: int, path: str, pace: Callable[[int], None]
-) -> Iterator[tuple[BatchHeader, bytes]]:
-    """Every batch of a segment file with its bytes, each checked (header and CRC)."""
-    position = 0
-    while position < size:
-        chunk = handle.read(position, min(RECOVERY_CHUNK, size - position))
-        pace(len(chunk))
-        pos = 0
-        while pos + LOG_OVERHEAD <= len(chunk):
-            length = int.from_bytes(chunk[pos + 8 : pos + 12], "big", signed=True)
-            if length < 0:
-                raise CorruptLogError(path, position + pos, f"batchLength {length}")
-            end = pos + LOG_OVERHEAD + length
-            if end > len(chunk):
-                if pos == 0:  # one batch larger than a chunk: read it whole
-                    chunk = handle.read(position, LOG_OVERHEAD + length)
-                    pace(len(chunk))
-                    if len(chunk) < end:
-                        raise CorruptLogError(path, position, "a batch runs past the file end")
-                    continue
-                break
-            data = chunk[pos:end]
-            try:
-                header = validate_batch(data, compacted=True)
-            except InvalidRecordBatchError as e:
-                raise CorruptLogError(path, position + pos, f"{e.problem}: {e.detail}") from e
-            yield header._replace(position=position + pos), data
-            pos = end
-        if pos == 0:
-            raise CorruptLogError(path, position, "a batch runs past the file end")
-        position += pos
+    handle: FileHandle, source: SourceSegment, path: str, pace: Callable[[int], None]
+) -> Iterator[tuple[BatchHeader, memoryview]]:
+    """Every batch of a source segment with its bytes, checked as recovery checks them
+    (lengths, CRC, dense offsets from the segment's base); a problem is corruption."""
+    batches = ValidBatches(handle, 0, source.size, source.size, source.base_offset, pace)
+    for header in batches:
+        yield header, batches.data(header)
+    if batches.problem is not None:
+        raise CorruptLogError(path, batches.position, batches.problem)
 
 
 def _open(fs: FileSystem, directory: str, source: SourceSegment) -> tuple[FileHandle, str]:
@@ -146,7 +124,7 @@ def build_offset_map(
     for source in dirty:
         handle, path = _open(fs, job.directory, source)
         try:
-            for header, data in _batches(handle, source.size, path, pace):
+            for header, data in _batches(handle, source, path, pace):
                 if header.next_offset <= job.first_dirty or header.is_control:
                     continue
                 if not offsets.has_room_for(header.records_count) and len(offsets):
@@ -159,7 +137,7 @@ def build_offset_map(
     return job.first_uncleanable
 
 
-def _records(data: bytes, path: str, header: BatchHeader) -> list[tuple[bytes | None, int]]:
+def _records(data: Buffer, path: str, header: BatchHeader) -> list[tuple[bytes | None, int]]:
     try:
         section = records_section(data, header)
         return [(r.key, r.offset_delta) for r in raw_records(section, header.records_count)]
@@ -186,7 +164,7 @@ class _Writer:
         self.max_timestamp_offset = -1
         self.next_offset = base
 
-    def append(self, data: bytes) -> None:
+    def append(self, data: Buffer) -> None:
         header = validate_batch(data, compacted=True)
         self.handles[0].append(data)
         position = self.size
@@ -242,7 +220,7 @@ def clean_group(
         for source in group:
             handle, path = _open(fs, job.directory, source)
             try:
-                for header, data in _batches(handle, source.size, path, pace):
+                for header, data in _batches(handle, source, path, pace):
                     try:
                         cleaned = clean_batch(
                             data,

@@ -16,7 +16,13 @@ from typing import NamedTuple
 from odradek.core.errors import DecodeError
 from odradek.protocol.compression import decompress
 from odradek.protocol.primitives import decode_varint, decode_varlong
-from odradek.protocol.record_batch import LOG_OVERHEAD, RECORDS_OFFSET, BatchHeader, Compression
+from odradek.protocol.record_batch import (
+    LOG_OVERHEAD,
+    RECORDS_OFFSET,
+    BatchHeader,
+    Buffer,
+    Compression,
+)
 
 
 class RawRecord(NamedTuple):
@@ -29,7 +35,7 @@ class RawRecord(NamedTuple):
     tombstone: bool
 
 
-def records_section(batch: bytes, header: BatchHeader) -> bytes:
+def records_section(batch: Buffer, header: BatchHeader) -> bytes:
     """The records section of the one batch ``batch``, decompressed if need be."""
     section = memoryview(batch)[RECORDS_OFFSET : header.batch_length + LOG_OVERHEAD]
     if header.compression == Compression.NONE:
