@@ -134,9 +134,11 @@ def _attempt(
                 continue
             limit = min(wanted.partition_max_bytes, budget)
             try:
+                # Only the cleaner makes record-less segments: other logs skip the check.
                 found_range = log.read(
-                    wanted.fetch_offset, max(limit, 1), high_watermark, skip_record_less=True
-                )
+                    wanted.fetch_offset, max(limit, 1), high_watermark,
+                    skip_record_less=log.config.compact,
+                )  # fmt: skip
             except OffsetOutOfRangeError:
                 data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue

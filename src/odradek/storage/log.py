@@ -584,7 +584,9 @@ class PartitionLog:
         batches there) is passed over for the next segment's, so a consumer sees the
         gap Kafka would leave. librdkafka treats an answer without a record as a
         message too large for its fetch size and, after ten, fails the partition.
-        Followers read the fillers, which keep their log dense.
+        Followers read the fillers, which keep their log dense. The broker asks for it
+        on compacted logs only (a log whose policy lost ``compact`` after cleaning keeps
+        such segments until retention deletes them).
         """
         end = self.log_end_offset
         if offset < self.log_start_offset or offset > end:
