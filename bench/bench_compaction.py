@@ -24,6 +24,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,6 +45,14 @@ def cluster_class() -> type[Cluster]:
     from tests.integration.cluster import Cluster
 
     return Cluster
+
+
+def read_topic() -> Callable[[str, str], dict[int, tuple[bytes | None, bytes | None]]]:
+    """The integration tests' reader of a partition (kafka-python), as ``cluster_class``."""
+    cluster_class()  # puts the repository root on sys.path
+    from tests.integration.topic_reads import read_with_kafka_python
+
+    return read_with_kafka_python
 
 
 def produce_run(root: Path, cleaner: bool, seconds: float) -> tuple[float, float, float, int]:
@@ -97,24 +106,6 @@ def produce_run(root: Path, cleaner: bool, seconds: float) -> tuple[float, float
         cluster.kill()
 
 
-def records_left(bootstrap: str) -> int:
-    """How many records ``__consumer_offsets-0`` holds from its start to its end."""
-    from kafka import KafkaConsumer
-    from kafka import TopicPartition as Partition
-
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    partition = Partition("__consumer_offsets", 0)
-    consumer.assign([partition])
-    end = consumer.end_offsets([partition])[partition]
-    consumer.seek_to_beginning(partition)
-    count = 0
-    deadline = time.monotonic() + 60
-    while consumer.position(partition) < end and time.monotonic() < deadline:
-        count += sum(len(r) for r in consumer.poll(timeout_ms=1000).values())
-    consumer.close()
-    return count
-
-
 def offsets_run(root: Path, commits: int) -> tuple[int, int]:
     """Bytes of __consumer_offsets-0 on disk and the records it holds, once cleaned."""
     settings = (
@@ -135,7 +126,9 @@ def offsets_run(root: Path, commits: int) -> tuple[int, int]:
         consumer.close()
         folder = root / "node-1" / "data" / "__consumer_offsets-0"
         time.sleep(5)  # the cleaner's last passes
-        return sum(p.stat().st_size for p in folder.glob("*.log")), records_left(cluster.bootstrap)
+        return sum(p.stat().st_size for p in folder.glob("*.log")), len(
+            read_topic()(cluster.bootstrap, "__consumer_offsets")
+        )
     finally:
         cluster.kill()
 

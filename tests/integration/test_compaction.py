@@ -15,10 +15,10 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as Assigned
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
-from kafka import KafkaConsumer, TopicPartition
 
 from tests.integration.cluster import Cluster
 from tests.integration.test_java_client import JARS
+from tests.integration.topic_reads import Records, read_with_kafka_python, read_with_librdkafka
 
 pytestmark = pytest.mark.clients
 
@@ -30,7 +30,7 @@ TOPIC_CONFIGS = {
     "min.cleanable.dirty.ratio": "0.01",
     "delete.retention.ms": "2000",
 }
-Seen = dict[int, tuple[bytes | None, bytes | None]]
+Seen = Records
 
 
 def produce(bootstrap: str, pairs: Sequence[tuple[bytes, bytes | None]]) -> Seen:
@@ -53,44 +53,7 @@ def produce(bootstrap: str, pairs: Sequence[tuple[bytes, bytes | None]]) -> Seen
 
 def consume_all(bootstrap: str) -> Seen:
     """Every record from the start to the end, as librdkafka reads them."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"reader-{time.monotonic_ns()}",
-        "auto.offset.reset": "earliest", "enable.partition.eof": True,
-        "enable.auto.commit": False,
-    })  # fmt: skip
-    consumer.subscribe([TOPIC])
-    seen: Seen = {}
-    deadline = time.monotonic() + 30
-    try:
-        while time.monotonic() < deadline:
-            message = consumer.poll(1)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                return seen
-            assert error is None, error
-            offset = message.offset()
-            assert offset is not None
-            seen[offset] = (message.key(), message.value())
-    finally:
-        consumer.close()
-    raise AssertionError(f"no end of partition after {len(seen)} records")
-
-
-def consume_with_kafka_python(bootstrap: str, end: int) -> Seen:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    partition = TopicPartition(TOPIC, 0)
-    consumer.assign([partition])
-    consumer.seek_to_beginning(partition)
-    seen: Seen = {}
-    deadline = time.monotonic() + 30
-    while consumer.position(partition) < end and time.monotonic() < deadline:
-        for records in consumer.poll(timeout_ms=1000).values():
-            for r in records:
-                seen[r.offset] = (r.key, r.value)
-    consumer.close()
-    return seen
+    return read_with_librdkafka(bootstrap, TOPIC)[0]
 
 
 def consume_with_java(bootstrap: str) -> Seen | None:
@@ -143,7 +106,6 @@ def test_the_cleaner_keeps_each_keys_last_value_and_consumers_read_across_the_ga
         assert configs["cleanup.policy"].value == "compact"
         rounds = [(key, b"round-%d-%s" % (r, key) * 4) for r in range(30) for key in KEYS]
         written = produce(cluster.bootstrap, rounds)
-        end = max(written) + 1
         seen = wait_cleaned(cluster.bootstrap, written, gone=len(written) // 2)
         # Kafka's guarantees: every record read is one written, at its own offset; every
         # key's last value is there; at least half the superseded ones are gone.
@@ -152,7 +114,7 @@ def test_the_cleaner_keeps_each_keys_last_value_and_consumers_read_across_the_ga
         assert last.items() <= seen.items()
         assert len(seen) <= len(written) // 2, (len(seen), len(written))
         # Other clients read the same records across what cleaning removed.
-        assert consume_with_kafka_python(cluster.bootstrap, end) == seen
+        assert read_with_kafka_python(cluster.bootstrap, TOPIC) == seen
         java = consume_with_java(cluster.bootstrap)
         assert java is None or java == seen
 
@@ -182,21 +144,6 @@ def test_the_cleaner_keeps_each_keys_last_value_and_consumers_read_across_the_ga
         cluster.kill()
 
 
-def records_in_offsets_topic(bootstrap: str) -> int:
-    """How many records ``__consumer_offsets``-0 holds, read from its start."""
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    partition = TopicPartition("__consumer_offsets", 0)
-    consumer.assign([partition])
-    end = consumer.end_offsets([partition])[partition]
-    consumer.seek_to_beginning(partition)
-    count = 0
-    deadline = time.monotonic() + 30
-    while consumer.position(partition) < end and time.monotonic() < deadline:
-        count += sum(len(records) for records in consumer.poll(timeout_ms=1000).values())
-    consumer.close()
-    return count
-
-
 def test_the_offsets_topic_is_compacted_and_a_restarted_coordinator_loads_what_is_left(
     tmp_path: Path,
 ) -> None:
@@ -222,10 +169,10 @@ def test_the_offsets_topic_is_compacted_and_a_restarted_coordinator_loads_what_i
             consumer.commit(offsets=[Assigned("events", 0, offset)], asynchronous=False)
         consumer.close()
         deadline = time.monotonic() + 30
-        left = records_in_offsets_topic(cluster.bootstrap)
+        left = len(read_with_kafka_python(cluster.bootstrap, "__consumer_offsets"))
         while left > commits // 10 and time.monotonic() < deadline:
             time.sleep(0.5)
-            left = records_in_offsets_topic(cluster.bootstrap)
+            left = len(read_with_kafka_python(cluster.bootstrap, "__consumer_offsets"))
         assert left <= commits // 10, f"{left} of {commits} commits left after cleaning"
         # A coordinator loading the cleaned partition finds the last commit.
         node = cluster.nodes[0]

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as Assigned
 from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
 from quixstreams import Application
 
 from tests.integration.cluster import Cluster
+from tests.integration.topic_reads import read_with_librdkafka
 
 pytestmark = pytest.mark.clients
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,31 +42,9 @@ def produce_words(bootstrap: str, rounds: int) -> None:
 
 def records_in(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
     """Every record of every partition of ``topic``, read from the start."""
-    consumer = Consumer({
-        "bootstrap.servers": bootstrap, "group.id": f"count-{time.monotonic_ns()}",
-        "auto.offset.reset": "earliest", "enable.partition.eof": True,
-        "enable.auto.commit": False,
-    })  # fmt: skip
-    partitions = len(consumer.list_topics(topic, timeout=10).topics[topic].partitions)
-    consumer.subscribe([topic])
-    seen: list[tuple[bytes | None, bytes | None]] = []
-    ended: set[int] = set()
-    deadline = time.monotonic() + 30
-    try:
-        while len(ended) < partitions and time.monotonic() < deadline:
-            message = consumer.poll(0.5)
-            if message is None:
-                continue
-            error = message.error()
-            if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                ended.add(message.partition() or 0)
-                continue
-            assert error is None, error
-            seen.append((message.key(), message.value()))
-    finally:
-        consumer.close()
-    assert len(ended) == partitions, f"{topic}: no end of every partition"
-    return seen
+    return [
+        r for records in read_with_librdkafka(bootstrap, topic).values() for r in records.values()
+    ]
 
 
 def topic_config(bootstrap: str, topic: str, name: str) -> str:
