@@ -15,6 +15,7 @@ from odradek.broker.addresses import listener_of, registered_address
 from odradek.broker.authorization import allowed_names
 from odradek.broker.effects import CommitRecords, GroupCall, Outcome, Reply
 from odradek.broker.router import Request
+from odradek.broker.server_keys import MIB
 from odradek.broker.state import BrokerState
 from odradek.controller.topics import NewTopic, create_topic
 from odradek.coordinator import find_coordinator
@@ -51,7 +52,7 @@ def handle_group_request(header: RequestHeader, request: Any) -> Outcome:
 def _segment_size(segment_bytes: int) -> dict[str, str]:
     """``offsets.topic.segment.bytes`` as the offsets topic's segment size: below
     ``segment.bytes``' 1 MiB minimum (tests) as ``internal.segment.bytes``."""
-    key = "segment.bytes" if segment_bytes >= 1024 * 1024 else "internal.segment.bytes"
+    key = "segment.bytes" if segment_bytes >= MIB else "internal.segment.bytes"
     return {key: str(segment_bytes)}
 
 
@@ -62,7 +63,7 @@ def handle_find_coordinator(
     *,
     offsets_topic_num_partitions: int,
     offsets_topic_replication_factor: int,
-    offsets_topic_segment_bytes: int = 100 * 1024 * 1024,
+    offsets_topic_segment_bytes: int = 100 * MIB,
 ) -> Outcome:
     version = header.request_api_version
 

@@ -460,25 +460,25 @@ def effective_topic_config(
     return entries
 
 
-def _entry_int(values: Mapping[str, str | None], name: str) -> int:
+def _entry_value(values: Mapping[str, str | None], name: str) -> ConfigValue:
+    """A topic key's parsed value from the entries, or its default."""
     raw = values.get(name)
-    value = (
+    return (
         TOPIC_CONFIG_DEF[name].default_value
         if raw is None
         else TOPIC_CONFIG_DEF.parse_value(name, raw)
     )
+
+
+def _entry_int(values: Mapping[str, str | None], name: str) -> int:
+    value = _entry_value(values, name)
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConfigError(f"topic configuration {name} has no integer value")
     return value
 
 
 def _entry_float(values: Mapping[str, str | None], name: str) -> float:
-    raw = values.get(name)
-    value = (
-        TOPIC_CONFIG_DEF[name].default_value
-        if raw is None
-        else TOPIC_CONFIG_DEF.parse_value(name, raw)
-    )
+    value = _entry_value(values, name)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ConfigError(f"topic configuration {name} has no number value")
     return float(value)

@@ -18,12 +18,12 @@ import contextlib
 import logging
 import threading
 import time
-from typing import Protocol
 
 from odradek.broker.partition import LocalPartition
 from odradek.broker.state import BrokerState
 from odradek.core.errors import LogOfflineError
 from odradek.shell.clock import now_ms
+from odradek.shell.housekeeping import Flusher
 from odradek.shell.worker_thread import WorkerThread
 from odradek.storage.checkpoint import TopicPartition
 from odradek.storage.cleaner.cleaning import CleaningJob, remove_cleaned, run_pass
@@ -32,10 +32,6 @@ from odradek.storage.fs import FileSystem
 from odradek.storage.log_dir import LogDir
 
 log = logging.getLogger("odradek.cleaner")
-
-
-class Flusher(Protocol):
-    io_lock: asyncio.Lock
 
 
 class IoThrottle:

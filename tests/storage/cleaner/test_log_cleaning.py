@@ -126,10 +126,22 @@ def test_an_emptied_producer_batch_stays_for_its_sequence() -> None:
 def test_cleaning_stops_below_the_high_watermark_and_the_recovery_point() -> None:
     log = filled(new_disk())
     before = records_of(log)
-    result = clean(log, 100, high_watermark=log.segments[3].next_offset)
-    assert result is not None and result.job.first_uncleanable <= log.segments[-1].base_offset
-    bound = result.job.first_uncleanable
-    assert [r for r in records_of(log) if r[0] >= bound] == [r for r in before if r[0] >= bound]
+    high_watermark = log.segments[3].next_offset  # a segment boundary
+    result = clean(log, 100, high_watermark=high_watermark)
+    assert result is not None and result.job.first_uncleanable == high_watermark
+    untouched = [r for r in before if r[0] >= high_watermark]
+    assert [r for r in records_of(log) if r[0] >= high_watermark] == untouched
+    # Records past the recovery point are not synced yet: their segments wait.
+    durable = log.log_end_offset
+    for r in range(12):
+        log.append_as_leader(memoryview(keyed([(b"k0", b"new%d" % r)])), leader_epoch=3, now_ms=r)
+    assert log.recovery_point == durable < log.active.base_offset
+    unsynced = records_of(log)
+    result = clean(log, 200)  # the high watermark at the log end
+    assert result is not None and result.job.first_uncleanable <= durable
+    assert [r for r in records_of(log) if r[0] >= durable] == [
+        r for r in unsynced if r[0] >= durable
+    ]
 
 
 def test_a_truncation_during_the_pass_abandons_it() -> None:
