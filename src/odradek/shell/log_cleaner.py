@@ -18,6 +18,7 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from odradek.broker.partition import LocalPartition
 from odradek.broker.state import BrokerState
@@ -33,25 +34,42 @@ from odradek.storage.log_dir import LogDir
 
 log = logging.getLogger("odradek.cleaner")
 
+UNLIMITED = 1e300
+"""Rates at or above this are Kafka's default (Double.MAX_VALUE): no throttle."""
+
 
 class IoThrottle:
     """``log.cleaner.io.max.bytes.per.second`` shared by every cleaner thread: each
-    thread sleeps once the bytes done since the throttle began run ahead of the rate."""
+    thread sleeps once the bytes done run ahead of the rate; time spent idle is no
+    credit for later.
+    ``clock`` and ``sleep`` are the monotonic clock and ``time.sleep`` but in tests."""
 
-    def __init__(self, bytes_per_second: float) -> None:
+    def __init__(
+        self,
+        bytes_per_second: float,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.rate = bytes_per_second
+        self._clock = clock
+        self._sleep = sleep
         self._lock = threading.Lock()
-        self._start = time.monotonic()
+        self._start = clock()
         self._done = 0.0
 
     def __call__(self, n: int) -> None:
-        if self.rate >= 1e300:
+        if self.rate >= UNLIMITED:
             return
         with self._lock:
+            now = self._clock()
+            if self._done / self.rate < now - self._start:
+                # Behind the rate (the cleaner was idle): no credit is banked, or a pass
+                # after a quiet hour would run an hour's worth unthrottled.
+                self._start, self._done = now, 0.0
             self._done += n
-            ahead = self._done / self.rate - (time.monotonic() - self._start)
+            ahead = self._done / self.rate - (now - self._start)
         if ahead > 0:
-            time.sleep(ahead)
+            self._sleep(ahead)
 
 
 class LogCleaner:
