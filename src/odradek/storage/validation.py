@@ -2,11 +2,12 @@
 
 One rule, used in three places: start-up recovery
 (:meth:`~odradek.storage.segment.LogSegment.recover`), the scrub
-(:class:`~odradek.storage.scrub.ScrubTask`) and the log cleaner, which reads the batches
-it rewrites (:mod:`odradek.storage.cleaner.cleaning`). Each batch's lengths, magic and CRC are
-checked, and its base offset against the end of the batch before it. It is apart from
-the segment because it touches nothing but the file handle it is given, so it may run
-on a worker thread while the log goes on (the scrub), and it holds no segment state.
+(:class:`~odradek.storage.scrub.ScrubTask`) and the log cleaner, which reads the
+batches it rewrites (:mod:`odradek.storage.cleaner.cleaning`). Each batch's lengths,
+magic and CRC are checked, and its base offset against the end of the batch before it.
+It is apart from the segment because it touches nothing but the file handle it is
+given, so it may run on a worker thread while the log goes on (the scrub, the cleaner),
+and it holds no segment state.
 """
 
 from __future__ import annotations

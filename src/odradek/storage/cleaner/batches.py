@@ -18,7 +18,8 @@ start-up recovery, the scrub and a follower's append keep checking each batch's 
 offset (which lies outside the CRC) against the end of the one before. Consumers skip a
 batch without records to its end, as they do Kafka's own empty batches.
 
-Pure: bytes in, bytes out. A batch whose CRC or records do not decode raises, and the
+Pure: bytes in, bytes out. The caller has checked the batch's CRC (the pass reads
+through the validating reader recovery uses); records that do not walk raise, and the
 caller takes the log offline: the cleaner never rewrites damaged data under a new CRC.
 """
 

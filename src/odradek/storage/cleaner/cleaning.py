@@ -5,9 +5,11 @@ named in its :class:`CleaningJob` (opened on their own handles, never the segmen
 cached ones) and the ``.cleaned`` files it writes beside them, and the log's state not
 at all. What it made is swapped in afterwards, on the log's own thread, by
 :meth:`~odradek.storage.log.PartitionLog.commit_cleaning`, which first checks that
-none of the source segments changed meanwhile. Every source batch is checked (CRC and
-records) as it is read: a bad one raises :class:`~odradek.core.errors.CorruptLogError`
-and the owner takes the log offline; nothing damaged is rewritten under a new CRC.
+none of the source segments changed meanwhile. Every source batch is checked as start-up
+recovery checks it (lengths, CRC, dense offsets:
+:class:`~odradek.storage.validation.ValidBatches`) and its records as they are walked:
+a bad one raises :class:`~odradek.core.errors.CorruptLogError` and
+the owner takes the log offline; nothing damaged is rewritten under a new CRC.
 
 ``pace`` is told the bytes each step read or wrote, so that the owner can hold the pass
 to ``log.cleaner.io.max.bytes.per.second`` (it may sleep: it runs on the cleaner thread).
