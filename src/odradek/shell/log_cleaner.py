@@ -181,13 +181,15 @@ class LogCleaner:
         stats = result.stats
         seconds = max(time.monotonic() - started, 1e-6)
         log.info(
-            "cleaned %s up to offset %d: %d bytes into %d, %d records removed, "
-            "%d kept, in %.0f ms (%.1f MB/s)",
+            "cleaned %s up to offset %d (%s): %d bytes into %d, %d records removed "
+            "(%d whole batches), %d kept, in %.0f ms (%.1f MB/s)",
             name,
             result.map_end,
+            job.why,
             stats.bytes_read,
             stats.bytes_written,
             stats.records_removed,
+            stats.batches_dropped,
             stats.records_kept,
             seconds * 1000,
             stats.bytes_read / seconds / 1e6,

@@ -851,16 +851,14 @@ class PartitionLog:
         now_ms: int,
         last_batch_of_producers: Collection[int],
         map_capacity: int,
-        force: bool = False,
     ) -> CleaningJob | None:
-        """The next cleaning pass, or None when none is due (``force``: whenever
-        anything is dirty). The pass itself runs on a thread:
-        :func:`odradek.storage.cleaner.cleaning.run_pass`."""
+        """The next cleaning pass, or None when none is due. The pass itself runs on a
+        thread: :func:`odradek.storage.cleaner.cleaning.run_pass`."""
         found = log_cleaning.find_cleanable(
             self, policy=policy, checkpoint=checkpoint, high_watermark=high_watermark,
             now_ms=now_ms,
         )  # fmt: skip
-        if not (found.due or (force and found.first_uncleanable > found.first_dirty)):
+        if not found.due:
             return None
         return log_cleaning.job_for(
             self, found, policy=policy, now_ms=now_ms,

@@ -61,6 +61,8 @@ class CleaningJob:
     map_capacity: int
     dirty_ratio: float = 0.0
     """The dirty part's share of the log's cleanable bytes (the dirtiest is cleaned first)."""
+    why: str = ""
+    """Why the pass is due (the dirty ratio, or ``max.compaction.lag.ms``), for its log line."""
 
 
 @dataclass(slots=True)
@@ -70,7 +72,6 @@ class CleaningStats:
     records_kept: int = 0
     records_removed: int = 0
     batches_dropped: int = 0
-    tombstone_horizons_set: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,7 +237,6 @@ def clean_group(
                         raise CorruptLogError(path, header.position, str(e)) from e
                     stats.records_kept += cleaned.kept
                     stats.records_removed += cleaned.removed
-                    stats.tombstone_horizons_set += cleaned.horizon_set
                     if cleaned.data is None:
                         stats.batches_dropped += 1
                         if gap is not None and gap[1] != header.partition_leader_epoch:

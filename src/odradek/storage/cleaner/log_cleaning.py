@@ -113,6 +113,7 @@ def job_for(
         index_interval_bytes=partition_log.config.index_interval_bytes,
         map_capacity=map_capacity,
         dirty_ratio=found.dirty_ratio,
+        why=found.why,
     )
 
 

@@ -27,13 +27,11 @@ def key_digest(key: bytes) -> bytes:
 class OffsetMap:
     """Key digest -> last offset, up to ``capacity`` keys."""
 
-    __slots__ = ("_offsets", "capacity", "latest_offset")
+    __slots__ = ("_offsets", "capacity")
 
     def __init__(self, capacity: int) -> None:
         self.capacity = max(capacity, 1)
         self._offsets: dict[bytes, int] = {}
-        self.latest_offset = -1
-        """The largest offset put so far: the map covers the log up to it."""
 
     @classmethod
     def for_buffer(cls, buffer_bytes: int, threads: int = 1) -> OffsetMap:
@@ -44,10 +42,6 @@ class OffsetMap:
     def __len__(self) -> int:
         return len(self._offsets)
 
-    @property
-    def full(self) -> bool:
-        return len(self._offsets) >= self.capacity
-
     def has_room_for(self, keys: int) -> bool:
         """Whether ``keys`` more keys fit, counted as if every one were new (a batch
         is mapped whole or not at all, so the map's end is a batch boundary)."""
@@ -55,13 +49,7 @@ class OffsetMap:
 
     def put(self, key: bytes, offset: int) -> None:
         self._offsets[key_digest(key)] = offset
-        if offset > self.latest_offset:
-            self.latest_offset = offset
 
     def get(self, key: bytes) -> int:
         """The key's last offset in the map, or -1 when the map has not seen it."""
         return self._offsets.get(key_digest(key), -1)
-
-    def clear(self) -> None:
-        self._offsets.clear()
-        self.latest_offset = -1
