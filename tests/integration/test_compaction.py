@@ -113,10 +113,13 @@ def test_the_cleaner_keeps_each_keys_last_value_and_consumers_read_across_the_ga
         last = last_of_each_key(written)
         assert last.items() <= seen.items()
         assert len(seen) <= len(written) // 2, (len(seen), len(written))
-        # Other clients read the same records across what cleaning removed.
-        assert read_with_kafka_python(cluster.bootstrap, TOPIC) == seen
+        # Other clients read across what cleaning removed. The cleaner may run another
+        # pass between two reads, and a pass only removes: each later read is within the
+        # one before it and still holds every key's last value.
+        python = read_with_kafka_python(cluster.bootstrap, TOPIC)
+        assert last.items() <= python.items() <= seen.items()
         java = consume_with_java(cluster.bootstrap)
-        assert java is None or java == seen
+        assert java is None or last.items() <= java.items() <= python.items()
 
         # A tombstone is kept for delete.retention.ms after the first pass saw it, then
         # goes with a later pass (which more writes make due).
