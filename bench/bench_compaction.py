@@ -11,7 +11,7 @@ commits, on one real node.
 2. **Offsets topic**: one group commits ``--commits`` times (synchronous commits of one
    partition, ``offsets.topic.num.partitions=1``, ``offsets.topic.segment.bytes`` of
    1 MiB); prints the bytes of ``__consumer_offsets-0`` on disk once the cleaner has
-   settled, against the bytes the commits were.
+   settled, against the bytes the commits were (``--commits 0``: not run).
 
 Prints figures, asserts nothing. Run: .venv/bin/python bench/bench_compaction.py
 [--seconds S] [--runs R] [--commits N]
@@ -121,8 +121,10 @@ def offsets_run(root: Path, commits: int) -> tuple[int, int]:
             "bootstrap.servers": cluster.bootstrap, "group.id": "bench",
             "enable.auto.commit": False,
         })  # fmt: skip
+        started = time.monotonic()
         for offset in range(1, commits + 1):
             consumer.commit(offsets=[TopicPartition("events", 0, offset)], asynchronous=False)
+        print(f"{commits:,} commits in {time.monotonic() - started:.0f} s")
         consumer.close()
         folder = root / "node-1" / "data" / "__consumer_offsets-0"
         time.sleep(5)  # the cleaner's last passes
@@ -147,19 +149,28 @@ def main() -> None:
                 figures[cleaner].append(
                     produce_run(root / f"produce-{run}-{cleaner}", cleaner, args.seconds)
                 )
-        print(f"produce, 1 KiB values over 1,000 keys, acks=all, {args.seconds:.0f} s a run, "
-              f"{args.runs} alternating runs")  # fmt: skip
-        for cleaner, label in ((True, "cleaner on "), (False, "cleaner off")):
-            runs = figures[cleaner]
-            print(
-                f"  {label}  {statistics.median(r[0] for r in runs):6.1f} MB/s  "
-                f"p50 {statistics.median(r[1] for r in runs):6.1f} ms  "
-                f"p99 {statistics.median(r[2] for r in runs):6.1f} ms  "
-                f"passes {[r[3] for r in runs]}"
-            )
+        if args.runs > 0:
+            print_produce(figures, args.seconds, args.runs)
+        if args.commits <= 0:
+            return
         size, records = offsets_run(root / "offsets", args.commits)
         print(f"__consumer_offsets-0 after {args.commits:,} commits of one group: "
               f"{size / 1e6:.3f} MB on disk, {records:,} records")  # fmt: skip
+
+
+def print_produce(
+    figures: dict[bool, list[tuple[float, float, float, int]]], seconds: float, runs: int
+) -> None:
+    print(f"produce, 1 KiB values over 1,000 keys, acks=all, {seconds:.0f} s a run, "
+          f"{runs} alternating runs")  # fmt: skip
+    for cleaner, label in ((True, "cleaner on "), (False, "cleaner off")):
+        each = figures[cleaner]
+        print(
+            f"  {label}  {statistics.median(r[0] for r in each):6.1f} MB/s  "
+            f"p50 {statistics.median(r[1] for r in each):6.1f} ms  "
+            f"p99 {statistics.median(r[2] for r in each):6.1f} ms  "
+            f"passes {[r[3] for r in each]}"
+        )
 
 
 if __name__ == "__main__":

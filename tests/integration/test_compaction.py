@@ -12,15 +12,23 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka import TopicPartition as Assigned
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+)
 
 from tests.integration.cluster import Cluster
 from tests.integration.test_java_client import JARS
 from tests.integration.topic_reads import Records, read_with_kafka_python, read_with_librdkafka
 
 pytestmark = pytest.mark.clients
+
+SET = AlterConfigOpType.SET
 
 TOPIC = "table"
 KEYS = [b"key-%02d" % i for i in range(20)]
@@ -199,5 +207,72 @@ def test_with_the_cleaner_off_a_node_serves_and_keeps_every_record(tmp_path: Pat
         time.sleep(1.5)  # several backoffs of a cleaner that must not run
         assert consume_all(cluster.bootstrap) == written
         assert cluster.nodes[0].process is not None and cluster.nodes[0].process.poll() is None
+    finally:
+        cluster.kill()
+
+
+def cleaner_processes(pid: int) -> set[int]:
+    """The node's cleaner worker processes (its spawned multiprocessing children; the
+    multiprocessing resource tracker is not one)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                cmdline = Path(f"/proc/{child}/cmdline").read_bytes()
+            except FileNotFoundError:
+                continue
+            if b"spawn_main" in cmdline:
+                found.add(int(child))
+    return found
+
+
+def alter_broker(bootstrap: str, name: str, value: str) -> None:
+    """One dynamic config of broker 1 (librdkafka cannot name the cluster default)."""
+    resource = ConfigResource(
+        "broker", "1", incremental_configs=[ConfigEntry(name, value, incremental_operation=SET)]
+    )
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.incremental_alter_configs([resource])[resource].result(30)
+
+
+def test_the_cleaners_dynamic_keys_change_the_running_cleaner(tmp_path: Path) -> None:
+    # After its first look (before the topic exists) the cleaner backs off for an hour.
+    cluster = Cluster(tmp_path, 1, extra="log.cleaner.backoff.ms=3600000\n")
+    cluster.start()
+    try:
+        node = cluster.nodes[0].process
+        assert node is not None
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic(TOPIC, 1, 1, config=TOPIC_CONFIGS)])[TOPIC].result(30)
+        rounds = [(key, b"round-%d-%s" % (r, key)) for r in range(20) for key in KEYS]
+        written = produce(cluster.bootstrap, rounds)
+        time.sleep(2)
+        assert consume_all(cluster.bootstrap) == written  # due, but the cleaner sleeps
+        # A shorter backoff wakes the sleeping worker, as an AlterConfigs does in Kafka.
+        alter_broker(cluster.bootstrap, "log.cleaner.backoff.ms", "200")
+        seen = wait_cleaned(cluster.bootstrap, written, gone=len(written) // 2)
+        assert len(seen) <= len(written) // 2 and last_of_each_key(written).items() <= seen.items()
+        # Each worker runs its passes in a process of its own: more threads, more
+        # processes; fewer, and the extra worker ends with its process.
+        assert len(cleaner_processes(node.pid)) == 1
+        for threads in (3, 1):
+            alter_broker(cluster.bootstrap, "log.cleaner.threads", str(threads))
+            deadline = time.monotonic() + 30
+            while len(cleaner_processes(node.pid)) != threads and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert len(cleaner_processes(node.pid)) == threads
+        # Kafka's rule for a running cleaner: at least one thread.
+        with pytest.raises(KafkaException) as refused:
+            alter_broker(cluster.bootstrap, "log.cleaner.threads", "0")
+        assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG
+        assert "at least 1" in refused.value.args[0].str()
+        # The one worker left goes on cleaning what is written later.
+        more = produce(cluster.bootstrap, [(k, b"later-" + k) for k in KEYS for _ in range(10)])
+        deadline = time.monotonic() + 30
+        while more.items() <= (seen := consume_all(cluster.bootstrap)).items():
+            assert time.monotonic() < deadline, "not cleaned again within 30 s"
+            time.sleep(0.5)
+        assert last_of_each_key(written | more).items() <= seen.items()
+        assert "log cleaner reconfigured" in (cluster.nodes[0].dir / "node.log").read_text()
     finally:
         cluster.kill()

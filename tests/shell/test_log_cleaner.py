@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from odradek.shell.log_cleaner import IoThrottle
+from odradek.shell.cleaner_throttle import IoThrottle
 
 
 class FakeTime:

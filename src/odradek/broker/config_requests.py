@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Final, Protocol, TypeVar
 
 from odradek.broker.authorization import allowed
+from odradek.broker.cleaner_settings import LOG_CLEANER_KEYS
 from odradek.broker.config_entries import ConfigEntry, ConfigSource, ConfigSynonym
 from odradek.broker.effects import CommitRecords, Outcome, Reply
 from odradek.broker.router import Request
@@ -487,12 +488,19 @@ def _broker_refusal(
             "A listener's key and trust stores are set per broker, not as a cluster "
             "default: " + ", ".join(sorted(stores)),
         )
-    static = sorted(set(keys) - DYNAMIC_BROKER_TOPIC_KEYS - REPLICATION_THROTTLE_KEYS - stores)
+    static = sorted(
+        set(keys)
+        - DYNAMIC_BROKER_TOPIC_KEYS
+        - REPLICATION_THROTTLE_KEYS
+        - LOG_CLEANER_KEYS
+        - stores
+    )
     if not static:
         return None
     return ConfigOutcome(
         ErrorCode.POLICY_VIOLATION,
-        "Only the broker defaults of topic configs, follower.replication.throttled.rate "
+        "Only the broker defaults of topic configs, follower.replication.throttled.rate, "
+        "the log cleaner's threads, dedupe buffer, I/O rate and backoff, "
         "and a listener's key and trust stores (listener.name.<listener>.ssl.keystore.*, "
         "ssl.truststore.*, ssl.key.password) can be changed dynamically: set "
         + ", ".join(static)

@@ -35,6 +35,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from odradek.broker.cleaner_settings import LOG_CLEANER_KEYS, check_dynamic_cleaner_key
 from odradek.broker.config_entries import ConfigEntry, ConfigSource, ConfigSynonym
 from odradek.broker.record_validation import RecordPolicy
 from odradek.broker.server_config import ServerConfig, majority
@@ -277,6 +278,10 @@ def validate_dynamic_broker_configs(configs: Mapping[str, str]) -> dict[str, Con
     for name, raw in configs.items():
         if name in REPLICATION_THROTTLE_KEYS:
             typed[name] = SERVER_CONFIG_DEF.parse_value(name, raw)
+            continue
+        if name in LOG_CLEANER_KEYS:
+            typed[name] = SERVER_CONFIG_DEF.parse_value(name, raw)
+            check_dynamic_cleaner_key(name, typed[name])
             continue
         if dynamic_ssl_key(name) is not None:
             # A listener's key or trust store: checked by loading it (config_requests).

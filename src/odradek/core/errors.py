@@ -80,6 +80,10 @@ class CorruptLogError(OdradekError):
         self.position = position
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type[CorruptLogError], tuple[str, int, str]]:
+        # A cleaning pass in a worker process sends it back to the node whole.
+        return (type(self), (self.path, self.position, self.reason))
+
 
 class StorageError(OdradekError):
     """A partition's log cannot serve this request on this node."""

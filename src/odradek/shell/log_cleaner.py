@@ -1,14 +1,16 @@
-"""The log cleaner: compacted logs cleaned on cleaner threads, swapped in on the loop.
+"""The log cleaner: compacted logs cleaned off the loop, swapped in on the loop.
 
 ``log.cleaner.threads`` workers each take, every time they are free, the dirtiest
 compacted log that is due (:mod:`odradek.storage.cleaner.plan`) and not being cleaned by
-another, run its pass on a thread of their own (the pass reads and writes only files it
-names, so the loop goes on serving the log), and commit it on the loop under the flush
-lock, as retention does. With nothing due a worker waits ``log.cleaner.backoff.ms``.
-The threads' reads and writes together are held to
-``log.cleaner.io.max.bytes.per.second``. A pass that finds corruption or meets an I/O
-error takes its log offline, with a log line naming the partition (Kafka's
-"uncleanable partition"); the cleaner goes on with the others.
+another, run its pass off the loop (the pass reads and writes only files it names, so
+the loop goes on serving the log), and commit it on the loop under the flush lock, as
+retention does. With nothing due a worker waits ``log.cleaner.backoff.ms``. On the real
+filesystem each worker's passes run in a process of its own
+(:mod:`odradek.shell.cleaner_process`: a pass on a thread held the interpreter lock
+from the producers); on a simulated one, on the worker's thread. The workers' reads and
+writes together are held to ``log.cleaner.io.max.bytes.per.second``. A pass that finds
+corruption or meets an I/O error takes its log offline, with a log line naming the
+partition (Kafka's "uncleanable partition"); the cleaner goes on with the others.
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import threading
 import time
 from collections.abc import Callable
 
+from odradek.broker.cleaner_settings import CleanerSettings
 from odradek.broker.partition import LocalPartition
 from odradek.broker.state import BrokerState
 from odradek.core.errors import LogOfflineError
+from odradek.shell.cleaner_process import CleanerProcess
+from odradek.shell.cleaner_throttle import UNLIMITED, IoThrottle
 from odradek.shell.clock import now_ms
 from odradek.shell.housekeeping import Flusher
 from odradek.shell.worker_thread import WorkerThread
@@ -34,83 +38,93 @@ from odradek.storage.log_dir import LogDir
 
 log = logging.getLogger("odradek.cleaner")
 
-UNLIMITED = 1e300
-"""Rates at or above this are Kafka's default (Double.MAX_VALUE): no throttle."""
-
-
-class IoThrottle:
-    """``log.cleaner.io.max.bytes.per.second`` shared by every cleaner thread: each
-    thread sleeps once the bytes done run ahead of the rate; time spent idle is no
-    credit for later.
-    ``clock`` and ``sleep`` are the monotonic clock and ``time.sleep`` but in tests."""
-
-    def __init__(
-        self,
-        bytes_per_second: float,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.rate = bytes_per_second
-        self._clock = clock
-        self._sleep = sleep
-        self._lock = threading.Lock()
-        self._start = clock()
-        self._done = 0.0
-
-    def __call__(self, n: int) -> None:
-        if self.rate >= UNLIMITED:
-            return
-        with self._lock:
-            now = self._clock()
-            if self._done / self.rate < now - self._start:
-                # Behind the rate (the cleaner was idle): no credit is banked, or a pass
-                # after a quiet hour would run an hour's worth unthrottled.
-                self._start, self._done = now, 0.0
-            self._done += n
-            ahead = self._done / self.rate - (now - self._start)
-        if ahead > 0:
-            self._sleep(ahead)
-
 
 class LogCleaner:
+    """``settings`` gives the cleaner's settings as they stand (dynamic configs
+    included); :meth:`reconfigure` applies them to the running cleaner, as Kafka's
+    LogCleaner does on an AlterConfigs: workers are added or told to end after their
+    pass, and the dedupe buffer, the rate and the backoff hold from the next pass."""
+
     def __init__(
         self,
         state: BrokerState,
         log_dir: LogDir,
         fs: FileSystem,
         flusher: Flusher,
+        settings: Callable[[], CleanerSettings],
         *,
-        threads: int,
-        dedupe_buffer_bytes: int,
-        io_max_bytes_per_second: float,
-        backoff_ms: int,
+        processes: bool = False,
     ) -> None:
+        """``processes``: run the passes in worker processes (on the real filesystem
+        only: the child opens the job's paths itself)."""
         self._state = state
         self._log_dir = log_dir
         self._fs = fs
         self._flusher = flusher
-        self._threads = max(threads, 0)
-        self._capacity = OffsetMap.for_buffer(dedupe_buffer_bytes, max(threads, 1)).capacity
-        self._throttle = IoThrottle(io_max_bytes_per_second)
-        self._backoff_s = backoff_ms / 1000
+        self._settings_of = settings
+        self.settings = settings()
+        self._throttle = IoThrottle(self.settings.io_max_bytes_per_second)
+        self._processes = processes
         self._busy: set[TopicPartition] = set()
-        self._workers: list[WorkerThread] = []
+        self._workers: dict[int, WorkerThread] = {}
+        self._children: dict[int, CleanerProcess] = {}
+        self._changed = asyncio.Event()
         self.passes = 0
         """Committed passes (tests and logs)."""
         self.uncleanable: set[TopicPartition] = set()
         """Partitions a pass failed on: not cleaned again until a restart."""
 
+    def reconfigure(self) -> None:
+        """Take up the settings as they now stand (called on every metadata change)."""
+        settings = self._settings_of()
+        if settings == self.settings:
+            return
+        log.info("log cleaner reconfigured: %s (was %s)", settings, self.settings)
+        self.settings = settings
+        self._throttle.rate = settings.io_max_bytes_per_second
+        # Wake whoever waits on the settings (the workers' backoff, run's count of
+        # workers), and let later waits wait for the next change.
+        self._changed.set()
+        self._changed = asyncio.Event()
+
     @property
-    def threads(self) -> int:
-        return self._threads
+    def rate_share(self) -> float:
+        """Each worker process's share of ``log.cleaner.io.max.bytes.per.second``: an
+        equal one, so that together they keep the rate."""
+        rate = self.settings.io_max_bytes_per_second
+        return rate if rate >= UNLIMITED else rate / max(self.settings.threads, 1)
+
+    @property
+    def map_capacity(self) -> int:
+        """Keys a pass's offset map holds: its worker's part of the dedupe buffer."""
+        settings = self.settings
+        return OffsetMap.for_buffer(settings.dedupe_buffer_bytes, max(settings.threads, 1)).capacity
 
     async def run(self) -> None:
-        self._workers = [WorkerThread(f"log-cleaner-{i}") for i in range(self._threads)]
+        """Keep ``log.cleaner.threads`` workers running until cancelled. A worker that
+        fails (a bug: passes' own errors are handled) fails the cleaner, loudly."""
+        tasks: dict[int, asyncio.Task[None]] = {}
         try:
-            await asyncio.gather(*(self._work(w) for w in self._workers))
+            while True:
+                for index in range(self.settings.threads):
+                    if index not in tasks:
+                        tasks[index] = asyncio.create_task(self._work(index))
+                changed = asyncio.ensure_future(self._changed.wait())
+                await asyncio.wait([changed, *tasks.values()], return_when="FIRST_COMPLETED")
+                changed.cancel()
+                for index, task in list(tasks.items()):
+                    if task.done():
+                        del tasks[index]
+                        task.result()  # a worker that ended on a bug ends the cleaner
         finally:
-            for worker in self._workers:
-                worker.stop()
+            for task in tasks.values():
+                task.cancel()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+
+    @property
+    def children(self) -> list[CleanerProcess]:
+        """The workers' processes (tests)."""
+        return list(self._children.values()) if self._processes else []
 
     def _next(self) -> tuple[TopicPartition, LocalPartition, CleaningJob] | None:
         """The dirtiest due compacted log no other worker is cleaning."""
@@ -129,7 +143,7 @@ class LogCleaner:
                     high_watermark=partition.high_watermark,
                     now_ms=now,
                     last_batch_of_producers=partition.producers.last_offsets(),
-                    map_capacity=self._capacity,
+                    map_capacity=self.map_capacity,
                 )
             except LogOfflineError:
                 continue
@@ -137,27 +151,51 @@ class LogCleaner:
                 best = (key, partition, job)
         return best
 
-    async def _work(self, thread: WorkerThread) -> None:
-        while True:
-            found = self._next()
-            if found is None:
-                await asyncio.sleep(self._backoff_s)
-                continue
-            key, partition, job = found
-            self._busy.add(key)
-            try:
-                await self._clean(thread, key, partition, job)
-            finally:
-                self._busy.discard(key)
-            await asyncio.sleep(0)  # let the loop serve between passes
+    async def _work(self, index: int) -> None:
+        """One worker: passes one after another until ``log.cleaner.threads`` drops
+        below its number, then its thread (and process) end."""
+        thread = self._workers[index] = WorkerThread(f"log-cleaner-{index}")
+        child = self._children[index] = CleanerProcess(
+            f"odradek-log-cleaner-{index}", self.rate_share
+        )
+        try:
+            if self._processes:
+                # Started on the worker's thread, whose end (or the node's) ends it.
+                await thread.run(child.start)
+            while index < self.settings.threads:
+                found = self._next()
+                if found is None:
+                    # A reconfiguration wakes the worker (a shorter backoff, fewer threads).
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            self._changed.wait(), self.settings.backoff_ms / 1000
+                        )
+                    continue
+                key, partition, job = found
+                self._busy.add(key)
+                try:
+                    await self._clean(index, key, partition, job)
+                finally:
+                    self._busy.discard(key)
+                await asyncio.sleep(0)  # let the loop serve between passes
+        finally:
+            self._children.pop(index).stop()
+            del self._workers[index]
+            thread.stop()
 
     async def _clean(
-        self, thread: WorkerThread, key: TopicPartition, partition: LocalPartition, job: CleaningJob
+        self, index: int, key: TopicPartition, partition: LocalPartition, job: CleaningJob
     ) -> None:
         name = f"{key[0]}-{key[1]}"
         started = time.monotonic()
+        child, share = self._children[index], self.rate_share
+        work = (
+            (lambda: child.run(job, share))
+            if self._processes
+            else (lambda: run_pass(self._fs, job, self._throttle))
+        )
         try:
-            result = await thread.run(lambda: run_pass(self._fs, job, self._throttle))
+            result = await self._workers[index].run(work)
         except Exception as e:
             # Corruption and I/O errors take the log offline; anything else (a bug) leaves
             # it serving but uncleaned until the node restarts, as Kafka marks it.

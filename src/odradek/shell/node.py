@@ -14,7 +14,7 @@ up. The rooms, each reached through a small protocol naming what is asked of it:
 * :mod:`odradek.shell.hosting`: the partitions and logs the image assigns here;
 * :mod:`odradek.shell.group_service`: the group coordinator on the event loop;
 * :mod:`odradek.shell.housekeeping`: retention, checkpoints, producer expiry.
-* :mod:`odradek.shell.log_cleaner`: compacted logs cleaned on cleaner threads.
+* :mod:`odradek.shell.log_cleaner`: compacted logs cleaned off the loop.
 * :mod:`odradek.shell.clean_shutdown`: the broker epoch a clean stop leaves.
 
 On SIGTERM it stops accepting, moves its leaderships away, flushes, writes checkpoints
@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.broker.authorization import Authorization
+from odradek.broker.cleaner_settings import cleaner_settings
 from odradek.broker.cluster_rules import guard_routes
 from odradek.broker.endpoints import SECURITY_PROTOCOL_IDS
 from odradek.broker.fetch_session import FetchSessionCache
@@ -537,16 +538,14 @@ class Node:
             producer_id_expiration_ms=cfg.producer_id_expiration_ms,
             producer_id_expiration_check_interval_ms=cfg.producer_id_expiration_check_interval_ms,
         )
-        cleaner_keys = cfg.server
+        server_keys, node_id = cfg.server, cfg.settings.node_id
         self.log_cleaner = LogCleaner(
             self.state,
             self.log_dir,
             self.fs,
             self.group_commit,
-            threads=cleaner_keys.log_cleaner_threads if cleaner_keys.log_cleaner_enable else 0,
-            dedupe_buffer_bytes=cleaner_keys.log_cleaner_dedupe_buffer_size,
-            io_max_bytes_per_second=cleaner_keys.log_cleaner_io_max_bytes_per_second,
-            backoff_ms=cleaner_keys.log_cleaner_backoff_ms,
+            lambda: cleaner_settings(server_keys, self.state.image.configs, node_id),
+            processes=isinstance(self.fs, RealFileSystem),
         )
         logs = self.log_dir.logs.values()
         log.info(
@@ -662,8 +661,10 @@ class Node:
         self.supervisor.start("isr-ticker", self.replication.isr_ticker())
         self.supervisor.start("group-commit", self.group_commit.run())
         self.supervisor.start("housekeeping", self.housekeeping.run())
-        if self.log_cleaner is not None and self.log_cleaner.threads:
-            # log.cleaner.enable=false (or no threads): compacted logs are not cleaned.
+        if self.log_cleaner is not None and self.config.server.log_cleaner_enable:
+            # log.cleaner.enable=false: compacted logs are not cleaned. Otherwise its
+            # dynamic keys follow AlterConfigs (log.cleaner.threads=0 stops the workers).
+            self.metadata.on_change.append(self.log_cleaner.reconfigure)
             self.supervisor.start("log cleaner", self.log_cleaner.run())
         self.supervisor.start("group-ticker", self.groups.ticker())
         log_dir = self.log_dir
