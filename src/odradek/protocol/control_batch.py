@@ -5,6 +5,7 @@ records of the metadata log), encoded and read.
 from __future__ import annotations
 
 import struct
+from typing import NamedTuple
 
 from odradek.core.errors import (
     DecodeError,
@@ -101,3 +102,61 @@ def control_record_type(buf: Buffer, pos: int = 0) -> int:
     if version < 0:
         raise DecodeError(f"control batch at {pos}: negative control key version {version}")
     return int(control_type)
+
+
+# Transaction markers ---------------------------------------------------------------
+
+_END_TXN_MARKER = struct.Struct(">hi")
+END_TXN_MARKER_VERSION = 0
+
+
+class EndTxnMarker(NamedTuple):
+    """A COMMIT or ABORT marker: what ends a producer's transaction on one partition.
+
+    The record's key is the control key; its value is Kafka's ``EndTxnMarker``: version
+    int16 (0), then the coordinator epoch int32 of the transaction coordinator that wrote
+    it (a partition refuses markers from an older coordinator).
+    """
+
+    committed: bool
+    coordinator_epoch: int
+
+
+def encode_end_txn_marker(
+    marker: EndTxnMarker,
+    *,
+    producer_id: int,
+    producer_epoch: int,
+    base_offset: int = 0,
+    partition_leader_epoch: int = -1,
+    timestamp: int = 0,
+) -> bytes:
+    """The control batch of one marker, as a partition leader appends it."""
+    value = _END_TXN_MARKER.pack(END_TXN_MARKER_VERSION, marker.coordinator_epoch)
+    return encode_control_batch(
+        ControlType.COMMIT if marker.committed else ControlType.ABORT,
+        value,
+        base_offset=base_offset,
+        partition_leader_epoch=partition_leader_epoch,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        timestamp=timestamp,
+    )
+
+
+def read_end_txn_marker(buf: Buffer, pos: int = 0) -> EndTxnMarker | None:
+    """The marker of the control batch at ``pos``; None for a control batch of another
+    type (the KRaft log's). A COMMIT or ABORT whose value is missing or shorter than
+    Kafka's six bytes is a :class:`DecodeError` (Kafka's ``EndTransactionMarker``
+    refuses it too); later versions may add fields after them, which are ignored."""
+    buf = byte_view(buf)
+    control_type = control_record_type(buf, pos)
+    if control_type not in (ControlType.ABORT, ControlType.COMMIT):
+        return None
+    value = decode_records(buf, pos)[0].value
+    if value is None or len(value) < _END_TXN_MARKER.size:
+        raise DecodeError(f"transaction marker at {pos}: value {value!r} is not an EndTxnMarker")
+    version, coordinator_epoch = _END_TXN_MARKER.unpack_from(value)
+    if version < 0:
+        raise DecodeError(f"transaction marker at {pos}: negative version {version}")
+    return EndTxnMarker(control_type == ControlType.COMMIT, int(coordinator_epoch))

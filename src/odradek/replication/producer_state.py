@@ -61,9 +61,27 @@ Kafka behaviours kept here, as of Kafka 3.x/4.x (``ProducerAppendInfo``,
   so after a restart only that batch (plus those replayed from the log tail) is
   recognised as a duplicate.
 
-Control batches (transaction markers) and the transactional fields are not interpreted:
-transactions are not supported, and the snapshot fields for them are only carried
-through so that a snapshot Kafka wrote reads back unchanged.
+Transactions (KIP-98), the partition's side: a producer's first transactional batch
+opens its transaction at that batch's first offset, and the COMMIT or ABORT marker its
+coordinator has the leader write closes it (:meth:`ProducerStateManager.complete`, which
+also takes markers replayed from the log or fetched from the leader). From the open
+transactions, and the closed ones whose marker is not yet below the high watermark,
+comes the first unstable offset, and from it the last stable offset (LSO) that
+read_committed consumers read up to (:meth:`ProducerStateManager.last_stable_offset`).
+An aborted transaction's :class:`CompletedTxn` carries what the partition's transaction
+index stores for it (Kafka's ``AbortedTxn``). Kafka's rules kept here
+(``ProducerAppendInfo``, ``ProducerStateManager``):
+
+* A non-transactional batch from a producer with a transaction open is
+  INVALID_TXN_STATE.
+* A marker with an epoch below the producer's is INVALID_PRODUCER_EPOCH; one from a
+  coordinator epoch below the last marker's is TRANSACTION_COORDINATOR_FENCED
+  (:meth:`ProducerStateManager.check_marker`; markers replayed or replicated are not
+  checked). A marker sets the producer's epoch and coordinator epoch.
+* A marker for a producer with no transaction open closes an empty one at the marker's
+  own offset (an abort of it still goes into the transaction index).
+* A producer with a transaction open is never expired, and its transaction's first
+  offset is kept in snapshots (``current_txn_first_offset``).
 """
 
 from __future__ import annotations
@@ -87,6 +105,7 @@ __all__ = [
     "NO_SEQUENCE",
     "NUM_BATCHES_TO_RETAIN",
     "BatchMetadata",
+    "CompletedTxn",
     "Decision",
     "ProducerStateEntry",
     "ProducerStateManager",
@@ -111,6 +130,8 @@ DEFAULT_PRODUCER_ID_EXPIRATION_MS = 86_400_000
 """Kafka's ``producer.id.expiration.ms`` default: one day."""
 
 _SEQUENCE_SPACE = MAX_SEQUENCE + 1
+UNBOUNDED = 2**63
+"""Above every offset."""
 
 
 def increment_sequence(sequence: int, increment: int) -> int:
@@ -189,11 +210,27 @@ class SnapshotEntry(NamedTuple):
     timestamp: int
     coordinator_epoch: int
     current_txn_first_offset: int
-    """-1: no transaction open (always, until transactions are supported)."""
+    """-1: no transaction open."""
 
 
 SnapshotFields = tuple[int, int, int, int, int, int, int, int]
 """A :class:`SnapshotEntry` or any tuple of the same eight ints."""
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction a marker closed on this partition (Kafka's ``CompletedTxn``)."""
+
+    producer_id: int
+    first_offset: int
+    """Its first batch's first offset (the marker's own offset when it had none here)."""
+    last_offset: int
+    """The marker's offset."""
+    is_aborted: bool
+    last_stable_offset: int
+    """For the transaction index: the first offset of another producer's transaction
+    still open when this one closed, else ``last_offset + 1`` (Kafka's
+    ``lastStableOffset(completedTxn)``): a read_committed reader that has passed it
+    needs this entry no more."""
 
 
 class ProducerStateEntry:
@@ -246,10 +283,15 @@ class ProducerStateEntry:
 class ProducerStateManager:
     """Every idempotent producer's state on one partition replica; see the module doc."""
 
-    __slots__ = ("_producers",)
+    __slots__ = ("_ongoing", "_producers", "_unreplicated")
 
     def __init__(self) -> None:
         self._producers: dict[int, ProducerStateEntry] = {}
+        self._ongoing: dict[int, int] = {}
+        """Open transactions: first offset -> producer id."""
+        self._unreplicated: dict[int, CompletedTxn] = {}
+        """Closed transactions whose marker is not yet below the high watermark, by
+        first offset: until it is, they hold the last stable offset back."""
 
     # Reading ---------------------------------------------------------------------
 
@@ -270,6 +312,92 @@ class ProducerStateManager:
 
     def producer_ids(self) -> list[int]:
         return sorted(self._producers)
+
+    # Transactions ----------------------------------------------------------------------
+
+    def ongoing_transactions(self) -> list[tuple[int, int]]:
+        """``(first offset, producer id)`` of every open transaction, by first offset."""
+        return sorted(self._ongoing.items())
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest transaction that is open, or closed with its
+        marker not yet below the high watermark; None when there is none."""
+        if not self._ongoing and not self._unreplicated:
+            return None
+        return min(
+            min(self._ongoing, default=UNBOUNDED), min(self._unreplicated, default=UNBOUNDED)
+        )
+
+    def last_stable_offset(self, high_watermark: int) -> int:
+        """The offset read_committed readers read up to: the first unstable offset, but
+        never above the high watermark."""
+        first = self.first_unstable_offset
+        return high_watermark if first is None else min(first, high_watermark)
+
+    def on_high_watermark(self, high_watermark: int) -> None:
+        """The high watermark moved: closed transactions whose marker is now below it
+        no longer hold the last stable offset back."""
+        if self._unreplicated:
+            for first, txn in list(self._unreplicated.items()):
+                if txn.last_offset < high_watermark:
+                    del self._unreplicated[first]
+
+    def check_marker(
+        self, producer_id: int, producer_epoch: int, coordinator_epoch: int
+    ) -> Decision:
+        """Whether the leader may write a COMMIT or ABORT marker that a transaction
+        coordinator asks for (WriteTxnMarkers). Changes nothing."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            return APPEND
+        if producer_epoch < entry.producer_epoch:
+            return Decision(
+                ErrorCode.INVALID_PRODUCER_EPOCH,
+                message=f"marker epoch {producer_epoch} of producer {producer_id} is older "
+                f"than {entry.producer_epoch}",
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            return Decision(
+                ErrorCode.TRANSACTION_COORDINATOR_FENCED,
+                message=f"marker for producer {producer_id} from coordinator epoch "
+                f"{coordinator_epoch}, older than {entry.coordinator_epoch}",
+            )
+        return APPEND
+
+    def complete(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        offset: int,
+        *,
+        committed: bool,
+        coordinator_epoch: int,
+        timestamp: int,
+    ) -> CompletedTxn:
+        """A marker is now in the log at ``offset``: close the producer's transaction.
+        No check is made (see :meth:`check_marker`); replayed and replicated markers
+        come here too."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            entry = self._producers[producer_id] = ProducerStateEntry(producer_id)
+        if producer_epoch != entry.producer_epoch:
+            entry.batches.clear()
+            entry.producer_epoch = producer_epoch
+        entry.coordinator_epoch = coordinator_epoch
+        entry.last_timestamp = timestamp
+        first = entry.current_txn_first_offset
+        if first < 0:
+            first = offset
+        else:
+            del self._ongoing[first]
+        entry.current_txn_first_offset = -1
+        others = [f for f, p in self._ongoing.items() if p != producer_id]
+        txn = CompletedTxn(
+            producer_id, first, offset, not committed, min(others) if others else offset + 1
+        )
+        self._unreplicated[first] = txn
+        return txn
 
     # The produce path --------------------------------------------------------------
 
@@ -304,6 +432,12 @@ class ProducerStateManager:
             return Decision(
                 ErrorCode.INVALID_PRODUCER_EPOCH,
                 message=f"epoch {epoch} of producer {producer_id} is older than {current}",
+            )
+        if entry.current_txn_first_offset >= 0 and not header.is_transactional:
+            return Decision(
+                ErrorCode.INVALID_TXN_STATE,
+                message=f"expected a transactional write from producer {producer_id}, "
+                f"whose transaction opened at offset {entry.current_txn_first_offset}",
             )
         if current == NO_PRODUCER_EPOCH:
             # Known but without an epoch (only a snapshot can say so): Kafka accepts
@@ -364,6 +498,10 @@ class ProducerStateManager:
             )
         )
         entry.last_timestamp = timestamp
+        if header.is_transactional and entry.current_txn_first_offset < 0:
+            # The producer's first batch of a transaction opens it here.
+            entry.current_txn_first_offset = first_offset
+            self._ongoing[first_offset] = producer_id
 
     def replay(self, header: BatchHeader) -> None:
         """:meth:`update` for a batch read from the log or fetched from the leader,
@@ -391,6 +529,7 @@ class ProducerStateManager:
         at or below ``offset`` with :meth:`from_snapshot`, and :meth:`replay` the log
         from the snapshot's offset to ``offset``.
         """
+        self._truncate_transactions(offset)
         forgotten: list[int] = []
         for producer_id, entry in list(self._producers.items()):
             batches = entry.batches
@@ -408,9 +547,30 @@ class ProducerStateManager:
                 forgotten.append(producer_id)
         return sorted(forgotten)
 
+    def _truncate_transactions(self, offset: int) -> None:
+        """Transactions as a log ending at ``offset`` has them: one that opened at or
+        after it is gone; one whose marker is gone is open again (the epochs the marker
+        set stay: a rebuild from a snapshot is exact where that matters)."""
+        for first, producer_id in list(self._ongoing.items()):
+            if first >= offset:
+                del self._ongoing[first]
+                entry = self._producers.get(producer_id)
+                if entry is not None:
+                    entry.current_txn_first_offset = -1
+        for first, txn in list(self._unreplicated.items()):
+            if txn.last_offset < offset:
+                continue
+            del self._unreplicated[first]
+            entry = self._producers.get(txn.producer_id)
+            if first < offset and entry is not None:
+                entry.current_txn_first_offset = first
+                self._ongoing[first] = txn.producer_id
+
     def truncate_fully(self) -> None:
         """Forget every producer: the log was emptied (or restarts at a new offset)."""
         self._producers.clear()
+        self._ongoing.clear()
+        self._unreplicated.clear()
 
     def remove_expired(
         self, now_ms: int, producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS
@@ -491,4 +651,6 @@ class ProducerStateManager:
                     )
                 )
             state._producers[e.producer_id] = entry
+            if e.current_txn_first_offset >= 0:
+                state._ongoing[e.current_txn_first_offset] = e.producer_id
         return state
