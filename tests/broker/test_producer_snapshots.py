@@ -169,8 +169,7 @@ def test_a_follower_keeps_producer_state_and_its_snapshots_from_what_it_replicat
         found = leader.log.read(offset, 400)
         assert found is not None
         data = found.read()
-        follower_log.append_as_follower(memoryview(bytearray(data)), 0)
-        follower.on_replicated(data)
+        follower.append_replicated(bytearray(data), 0)
         offset = follower_log.log_end_offset
     assert follower.producers.snapshot() == leader.producers.snapshot()
     leader_snapshots = [s.offset for s in list_snapshots(h.disk, leader.log.directory)]

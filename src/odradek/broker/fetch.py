@@ -18,6 +18,7 @@ from odradek.broker.authorization import allowed, allowed_names
 from odradek.broker.effects import AwaitData, Outcome, Reply
 from odradek.broker.fetch_session import FetchContext
 from odradek.broker.leader_hints import leader_hint
+from odradek.broker.list_offsets import READ_COMMITTED
 from odradek.broker.partition import leader_epoch_error
 from odradek.broker.state import BrokerState
 from odradek.broker.throttle import fetch_throttle_ms, who
@@ -26,6 +27,7 @@ from odradek.protocol.api import RequestHeader
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.messages import FetchRequest, FetchResponse
 from odradek.protocol.messages.fetch_response import (
+    AbortedTransaction,
     FetchableTopicResponse,
     NodeEndpoint,
     PartitionData,
@@ -121,8 +123,11 @@ def _attempt(
             log = partition.log
             high_watermark = partition.high_watermark
             data.high_watermark = high_watermark
-            data.last_stable_offset = high_watermark
+            data.last_stable_offset = last_stable = partition.last_stable_offset
             data.log_start_offset = log.log_start_offset
+            committed = request.isolation_level == READ_COMMITTED
+            # read_committed readers read below the last stable offset only.
+            bound = last_stable if committed else high_watermark
             watched.add(partition.key)
             if wanted.fetch_offset > high_watermark:
                 # Above the high watermark but not above the log end: the data exists
@@ -136,9 +141,16 @@ def _attempt(
             try:
                 # Only the cleaner makes record-less segments: other logs skip the check.
                 found_range = log.read(
-                    wanted.fetch_offset, max(limit, 1), high_watermark,
+                    wanted.fetch_offset, max(limit, 1), bound,
                     skip_record_less=log.config.compact,
                 )  # fmt: skip
+                if committed and found_range is not None:
+                    # Every abort the read may overlap, up to the LSO (Kafka bounds it
+                    # by the read's end; entries past it match no batch sent).
+                    data.aborted_transactions = [
+                        AbortedTransaction(producer_id=t.producer_id, first_offset=t.first_offset)
+                        for t in log.aborted_transactions(wanted.fetch_offset, bound)
+                    ]
             except OffsetOutOfRangeError:
                 data.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 continue

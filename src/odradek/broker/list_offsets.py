@@ -32,6 +32,8 @@ from odradek.storage.log import PartitionLog
 
 VERSIONS = (1, 9)
 LATEST = -1
+READ_COMMITTED = 1
+"""The isolation level of read_committed consumers (ListOffsets v2+, Fetch v4+)."""
 EARLIEST = -2
 MAX_TIMESTAMP = -3
 LEADER_EPOCH_VERSION = 4
@@ -68,7 +70,12 @@ def handle_list_offsets(
                 result.error_code = epoch_error
                 continue
             log = partition.log
-            high_watermark = partition.high_watermark
+            # Kafka's last fetchable offset: read_committed readers stop at the LSO.
+            high_watermark = (
+                partition.last_stable_offset
+                if request.isolation_level == READ_COMMITTED
+                else partition.high_watermark
+            )
             if header.request_api_version >= LEADER_EPOCH_VERSION:
                 result.leader_epoch = partition.leader_epoch
             try:

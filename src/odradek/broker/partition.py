@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from odradek.broker.record_validation import RecordPolicy
 from odradek.controller.image import LEADER_RECOVERY_RECOVERING, PartitionImage
 from odradek.core.errors import LogOfflineError
+from odradek.protocol.control_batch import EndTxnMarker, read_end_txn_marker
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.record_batch import (
+    BatchHeader,
     Buffer,
     iter_batches,
 )
@@ -33,10 +35,12 @@ from odradek.replication.follower import PartitionFollower
 from odradek.replication.leader import PartitionLeader, PartitionRegistration
 from odradek.replication.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    CompletedTxn,
     ProducerStateManager,
 )
 from odradek.storage.log import PartitionLog
 from odradek.storage.producer_snapshot import delete_snapshots_after, load_latest_snapshot
+from odradek.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("odradek.broker")
 
@@ -134,11 +138,27 @@ class LocalPartition:
     def key(self) -> tuple[str, int]:
         return (self.topic, self.index)
 
-    def on_replicated(self, records: Buffer) -> None:
-        """A follower appended ``records`` (whole batches, offsets as the leader gave
-        them): its producer state follows, as Kafka's followers' does."""
-        for header in iter_batches(records):
-            self.producers.replay(header)
+    def append_replicated(self, records: Buffer, now_ms: int) -> None:
+        """A follower's append of batches fetched from the leader (whole batches,
+        offsets as the leader gave them): the aborts among them go to the transaction
+        index first, then the batches to the log, then the producer state follows, as
+        Kafka's followers' does."""
+        batches = with_markers(records)
+        aborted = [to_aborted(t) for t in self.producers.preview(batches) if t.is_aborted]
+        self.log.append_as_follower(memoryview(records), now_ms, aborted)
+        self.on_replicated(batches)
+
+    def on_replicated(self, batches: list[tuple[BatchHeader, EndTxnMarker | None]]) -> None:
+        """The producer state after an append of ``batches`` (:func:`with_markers`)."""
+        for header, marker in batches:
+            replay(self.producers, header, marker)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where read_committed readers stop: the first offset of a transaction not yet
+        decided (or decided with its marker not yet below the high watermark), never
+        above the high watermark."""
+        return self.producers.last_stable_offset(self.high_watermark)
 
     def on_truncated(self, now_ms: int) -> None:
         """The log was cut at its end offset: forget the batches that went, and when
@@ -156,6 +176,33 @@ class LocalPartition:
         if self.flush_before_ack:
             return min(self.log.recovery_point, self.log.log_end_offset)
         return self.log.log_end_offset
+
+
+def with_markers(records: Buffer) -> list[tuple[BatchHeader, EndTxnMarker | None]]:
+    """Each batch of ``records`` with its transaction marker when it is one."""
+    return [
+        (h, read_end_txn_marker(records, h.position) if h.is_control else None)
+        for h in iter_batches(records)
+    ]
+
+
+def replay(
+    producers: ProducerStateManager, header: BatchHeader, marker: EndTxnMarker | None
+) -> None:
+    """One stored or replicated batch into ``producers``: a marker closes its
+    producer's transaction, any other batch is replayed."""
+    if marker is None:
+        producers.replay(header)
+        return
+    producers.complete(
+        header.producer_id, header.producer_epoch, header.base_offset,
+        committed=marker.committed, coordinator_epoch=marker.coordinator_epoch,
+        timestamp=header.max_timestamp,
+    )  # fmt: skip
+
+
+def to_aborted(txn: CompletedTxn) -> AbortedTxn:
+    return AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset)
 
 
 def expire_producers(
@@ -201,7 +248,14 @@ def load_producer_state(
         if not headers:
             break
         for header in headers:
-            producers.replay(header)
+            marker = None
+            if header.is_control:
+                # The marker's record is needed, not only its header (the index entry of
+                # an abort was written before the marker: it is there already).
+                found = partition_log.read(header.base_offset, header.size_in_bytes)
+                if found is not None:
+                    marker = read_end_txn_marker(found.read(), 0)
+            replay(producers, header, marker)
         offset = headers[-1].next_offset
     producers.remove_expired(now_ms, producer_id_expiration_ms)
     return producers

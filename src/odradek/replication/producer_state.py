@@ -91,6 +91,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from odradek.core.invariant import invariant
+from odradek.protocol.control_batch import EndTxnMarker
 from odradek.protocol.error_codes import ErrorCode
 from odradek.protocol.record_batch import (
     BatchHeader,
@@ -331,7 +332,11 @@ class ProducerStateManager:
 
     def last_stable_offset(self, high_watermark: int) -> int:
         """The offset read_committed readers read up to: the first unstable offset, but
-        never above the high watermark."""
+        never above the high watermark. Closed transactions whose marker is below
+        ``high_watermark`` stop counting here (a replica's high watermark only grows,
+        but for a truncation, which :meth:`truncate_to` handles), so no caller has to
+        report every move of it."""
+        self.on_high_watermark(high_watermark)
         first = self.first_unstable_offset
         return high_watermark if first is None else min(first, high_watermark)
 
@@ -364,6 +369,36 @@ class ProducerStateManager:
                 f"{coordinator_epoch}, older than {entry.coordinator_epoch}",
             )
         return APPEND
+
+    def preview(
+        self, batches: Iterable[tuple[BatchHeader, EndTxnMarker | None]]
+    ) -> list[CompletedTxn]:
+        """The transactions that these batches (in log order, offsets assigned; each
+        with its marker when it is one) would close, exactly as :meth:`update` and
+        :meth:`complete` will give them once the batches are appended. Changes nothing:
+        the log writes an abort's index entry before its marker (see
+        :meth:`odradek.storage.segment.LogSegment.append_aborted`)."""
+        ongoing = dict(self._ongoing)
+        open_at = {producer_id: first for first, producer_id in ongoing.items()}
+        out: list[CompletedTxn] = []
+        for header, marker in batches:
+            producer_id = header.producer_id
+            if producer_id <= NO_PRODUCER_ID:
+                continue
+            if marker is not None:
+                first = open_at.pop(producer_id, None)
+                if first is None:
+                    first = header.base_offset
+                else:
+                    del ongoing[first]
+                others = [f for f, p in ongoing.items() if p != producer_id]
+                end = header.base_offset
+                lso = min(others) if others else end + 1
+                out.append(CompletedTxn(producer_id, first, end, not marker.committed, lso))
+            elif header.is_transactional and not header.is_control and producer_id not in open_at:
+                open_at[producer_id] = header.base_offset
+                ongoing[header.base_offset] = producer_id
+        return out
 
     def complete(
         self,

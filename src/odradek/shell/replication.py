@@ -472,8 +472,7 @@ class ReplicationService:
                     if isinstance(records, bytes | bytearray | memoryview)
                     else records.read()
                 )
-                log_.append_as_follower(memoryview(raw), wall)
-                partition.on_replicated(raw)
+                partition.append_replicated(raw, wall)
             self.manager.on_appended(follower, data)
             if partition.flush_before_ack and log_.recovery_point < log_.log_end_offset:
                 flush[partition.key] = log_.log_end_offset

@@ -32,7 +32,7 @@ import bisect
 import errno
 import logging
 import uuid
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import ParamSpec, TypeVar
 
@@ -79,6 +79,7 @@ from odradek.storage.producer_snapshot import (
 from odradek.storage.recovery import CORRUPT_MARKER
 from odradek.storage.scrub import ScrubResult, ScrubTask
 from odradek.storage.segment import FileRange, LogSegment, SegmentCache
+from odradek.storage.txn_index import AbortedTxn
 
 log = logging.getLogger("odradek.storage")
 
@@ -333,11 +334,19 @@ class PartitionLog:
     # --- Appending ------------------------------------------------------------------
 
     @_guarded
-    def append_as_leader(self, records: memoryview, leader_epoch: int, now_ms: int) -> AppendInfo:
+    def append_as_leader(
+        self,
+        records: memoryview,
+        leader_epoch: int,
+        now_ms: int,
+        aborted: Sequence[AbortedTxn] = (),
+    ) -> AppendInfo:
         """Validate the batches, give them offsets and our epoch in place, append them.
 
         ``records`` must be writable (the patches do not touch the CRC range, so the
-        client's CRC stays valid and no batch is copied).
+        client's CRC stays valid and no batch is copied). ``aborted``: the transactions
+        the batches' ABORT markers close, written to the transaction index first
+        (:meth:`~odradek.storage.segment.LogSegment.append_aborted` says why first).
         """
         headers = validate_batches(records)
         invariant(bool(headers), "append of an empty record set")
@@ -350,7 +359,7 @@ class PartitionLog:
             offset += h.last_offset_delta + 1
         if self.epochs.assign(leader_epoch, first):
             self._write_epochs()
-        return self._append(records, patched, now_ms)
+        return self._append(records, patched, now_ms, aborted)
 
     @_guarded
     def assign_leader_epoch(self, leader_epoch: int) -> None:
@@ -365,7 +374,9 @@ class PartitionLog:
             self._epochs_unwritten = True
 
     @_guarded
-    def append_as_follower(self, records: memoryview, now_ms: int) -> AppendInfo:
+    def append_as_follower(
+        self, records: memoryview, now_ms: int, aborted: Sequence[AbortedTxn] = ()
+    ) -> AppendInfo:
         """Append batches fetched from the leader, keeping their offsets and epochs.
 
         Batches that fail validation or do not continue this log exactly come from a
@@ -389,11 +400,26 @@ class PartitionLog:
                 h.partition_leader_epoch, h.base_offset
             ):
                 self._write_epochs()
-        return self._append(records, headers, now_ms)
+        return self._append(records, headers, now_ms, aborted)
 
-    def _append(self, records: memoryview, headers: list[BatchHeader], now_ms: int) -> AppendInfo:
+    def _append(
+        self,
+        records: memoryview,
+        headers: list[BatchHeader],
+        now_ms: int,
+        aborted: Sequence[AbortedTxn] = (),
+    ) -> AppendInfo:
         size = len(records)
         self._maybe_roll(size, headers[-1].last_offset, now_ms)
+        if aborted:
+            # Into the segment the markers go to, so that a read from any offset of it
+            # finds them (the search starts at the fetch offset's segment).
+            for txn in aborted:
+                invariant(
+                    headers[0].base_offset <= txn.last_offset <= headers[-1].last_offset,
+                    f"{self.directory}: aborted transaction {txn} is not in the appended batches",
+                )
+            self.active.append_aborted(list(aborted))
         self.active.append(records, headers, self.config.index_interval_bytes)
         count = sum(h.records_count for h in headers)
         self.unflushed_messages += count
@@ -853,7 +879,12 @@ class PartitionLog:
         map_capacity: int,
     ) -> CleaningJob | None:
         """The next cleaning pass, or None when none is due. The pass itself runs on a
-        thread: :func:`odradek.storage.cleaner.cleaning.run_pass`."""
+        thread: :func:`odradek.storage.cleaner.cleaning.run_pass`.
+
+        A log with aborted transactions is not cleaned: the cleaner does not yet drop
+        aborted records and carry the transaction index, as Kafka's does (issue 18)."""
+        if self.has_aborted_transactions:
+            return None
         found = log_cleaning.find_cleanable(
             self, policy=policy, checkpoint=checkpoint, high_watermark=high_watermark,
             now_ms=now_ms,
@@ -880,6 +911,29 @@ class PartitionLog:
         if committed:
             self.cleaner_checkpoint = result.map_end
         return committed
+
+    # --- Aborted transactions ---------------------------------------------------------
+
+    @_guarded
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions a read from ``fetch_offset`` up to ``upper_bound``
+        (the offset after the last one read) overlaps: what a read_committed reader must
+        drop (Kafka's ``collectAbortedTransactions``). Segments are searched from the
+        one holding ``fetch_offset`` on, until an entry proves no later marker matters."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments[self._segment_index(fetch_offset) :]:
+            index = segment.txn_index
+            if index is None:
+                continue
+            more, complete = index.collect(fetch_offset, upper_bound)
+            found += more
+            if complete:
+                break
+        return found
+
+    @property
+    def has_aborted_transactions(self) -> bool:
+        return any(s.txn_index is not None and s.txn_index.entries for s in self.segments)
 
     # --- Reading batch headers --------------------------------------------------------
 

@@ -31,6 +31,7 @@ from odradek.storage.cleaner import swap
 from odradek.storage.fs import FileSystem, join
 from odradek.storage.leader_epoch import LeaderEpochCache
 from odradek.storage.segment import LogSegment, SegmentCache
+from odradek.storage.txn_index import TXN_INDEX_SUFFIX
 
 if TYPE_CHECKING:
     from odradek.storage.log import LogConfig, PartitionLog
@@ -75,7 +76,9 @@ def open_log(
     )
     for name in fs.listdir(directory):
         # Index files without their log, and checkpoint temporaries, are leftovers.
-        if name.endswith((".index", ".timeindex", ".tmp")) and not name.startswith("."):
+        if name.endswith(
+            (".index", ".timeindex", TXN_INDEX_SUFFIX, ".tmp")
+        ) and not name.startswith("."):
             stem = name.split(".")[0]
             if name.endswith(".tmp") or not stem.isdigit() or int(stem) not in bases:
                 fs.remove(join(directory, name))
@@ -98,6 +101,7 @@ def open_log(
         fs, directory, config, segments, log_start_offset, LeaderEpochCache(), topic_id, cache
     )
     recover(result, recovery_point, now_ms, validate_all)
+    _load_txn_indexes(result, fs.listdir(directory))
     if found_corrupt and result.offline is None:
         log.warning(
             "%s: every batch is valid again; the corruption found before is gone", directory
@@ -105,6 +109,28 @@ def open_log(
         fs.remove(marker)
         fs.fsync_dir(directory)
     return result
+
+
+def _load_txn_indexes(partition_log: PartitionLog, names: list[str]) -> None:
+    """Every segment's aborted transactions, cut to what recovery left of the segment
+    (an entry is written before its marker: a crash may leave one whose marker is not
+    there). An index damaged otherwise than by a torn last entry takes the log offline:
+    without it read_committed readers would see aborted records."""
+    if partition_log.offline is not None:
+        return
+    by_base = {s.base_offset: s for s in partition_log.segments}
+    for name in names:
+        stem = name[: -len(TXN_INDEX_SUFFIX)]
+        if not name.endswith(TXN_INDEX_SUFFIX) or not stem.isdigit():
+            continue
+        segment = by_base.get(int(stem))
+        if segment is None:
+            continue
+        problem = segment.load_txn_index()
+        if problem is not None:
+            partition_log._corrupt(f"{join(partition_log.directory, name)}: {problem}")
+            return
+        segment.truncate_txn_index(segment.next_offset)
 
 
 def _recovery_start(partition_log: PartitionLog, recovery_point: int) -> tuple[int, int, int]:

@@ -42,6 +42,7 @@ from odradek.protocol.record_batch import (
 )
 from odradek.storage.fs import FileHandle, FileSystem, join
 from odradek.storage.index import TIME_ENTRY, OffsetIndex, TimeIndex
+from odradek.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, TxnIndex
 from odradek.storage.validation import validate_range
 
 log = logging.getLogger("odradek.storage")
@@ -172,6 +173,9 @@ class LogSegment:
         """Changes whenever bytes of the file change or go (truncation, deletion), so
         that a scrub result read before the change is dropped."""
         self.deleted = False
+        self.txn_index: TxnIndex | None = None
+        """The aborted transactions whose marker is in this segment (``.txnindex``,
+        made at the first one; see :meth:`append_aborted`)."""
 
     # --- Opening --------------------------------------------------------------------
 
@@ -230,7 +234,42 @@ class LogSegment:
         return join(self.directory, segment_name(self.base_offset, suffix))
 
     def paths(self) -> list[str]:
-        return [self._path(s) for s in (".log", ".index", ".timeindex")]
+        """The segment's files (the transaction index is made only by an abort)."""
+        return [self._path(s) for s in (".log", ".index", ".timeindex", TXN_INDEX_SUFFIX)]
+
+    # --- Aborted transactions -------------------------------------------------------
+
+    def load_txn_index(self) -> str | None:
+        """Read the ``.txnindex`` file an earlier run left; what is wrong with it, or
+        None. A torn last entry (a crash during its append, before the marker it
+        announces was appended) is cut; any other damage is the caller's to judge."""
+        handle = self.fs.open(self._path(TXN_INDEX_SUFFIX))
+        self.txn_index = index = TxnIndex(handle)
+        if index.torn:
+            index.replace(index.entries)
+            handle.fsync()
+        return index.problem
+
+    def append_aborted(self, txns: list[AbortedTxn]) -> None:
+        """Write aborted transactions to the index, synced, *before* their markers are
+        appended: a crash may then leave an entry without its marker (cut at the next
+        start, with the log's end), never a marker without its entry, which would let
+        read_committed readers see aborted records."""
+        index = self.txn_index
+        if index is None:
+            path = self._path(TXN_INDEX_SUFFIX)
+            index = self.txn_index = TxnIndex(self.fs.open(path, create=True))
+            self.fs.fsync_dir(self.directory)
+        for txn in txns:
+            index.append(txn)
+        index.handle.fsync()
+
+    def truncate_txn_index(self, offset: int) -> None:
+        """Drop the entries whose marker is at or after ``offset``."""
+        index = self.txn_index
+        if index is not None and index.entries and index.entries[-1].last_offset >= offset:
+            index.truncate_to(offset)
+            index.handle.fsync()
 
     @property
     def log(self) -> FileHandle:
@@ -604,6 +643,7 @@ class LogSegment:
         self._max_timestamp, self.max_timestamp_offset = self.time_index.last_entry()
         self.unflushed = True
         self._cut_unverified(position)
+        self.truncate_txn_index(self.next_offset)
         return removed
 
     def _cut_unverified(self, position: int) -> None:
@@ -722,6 +762,9 @@ class LogSegment:
                 if index.handle is not None:
                     index.handle.close()
                     index.handle = None
+            if self.txn_index is not None:
+                self.txn_index.handle.close()
+                self.txn_index = None
             self.indexes_unsynced = False
             self.is_active = False
             self._log = None

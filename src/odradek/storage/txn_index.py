@@ -81,7 +81,10 @@ class TxnIndex:
 
     def __init__(self, handle: FileHandle) -> None:
         self.handle = handle
-        self.entries, self.problem = decode_entries(handle.read(0, handle.size()))
+        data = handle.read(0, handle.size())
+        self.entries, self.problem = decode_entries(data)
+        self.torn = bool(len(data) % ENTRY_SIZE) and len(self.entries) == len(data) // ENTRY_SIZE
+        """The only damage is a partial last entry: an append cut short by a crash."""
 
     def append(self, txn: AbortedTxn) -> None:
         if self.entries and txn.last_offset <= self.entries[-1].last_offset:
@@ -103,7 +106,7 @@ class TxnIndex:
         """Rewrite the index with ``txns`` (a rebuild from the segment's markers)."""
         self.handle.truncate(0)
         self.handle.append(encode_entries(txns))
-        self.entries, self.problem = list(txns), None
+        self.entries, self.problem, self.torn = list(txns), None, False
 
     def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
         return collect(self.entries, fetch_offset, upper_bound)
