@@ -22,12 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from odradek.broker.acks import Fail, await_acks
 from odradek.broker.addresses import listener_of
 from odradek.broker.authorization import allowed_names
 from odradek.broker.effects import (
-    AwaitFlush,
     AwaitRecordCheck,
-    AwaitReplication,
     NoReply,
     Outcome,
     Reply,
@@ -271,14 +270,27 @@ def _append(
         return NoReply(f"acks=0 produce failed ({', '.join(failed)})" if failed else None)
     if not waits:
         return Reply(response)
-    if state.settings.flush_before_ack:
-        return AwaitFlush(
-            waits,
-            lambda failed: _after_flush(
-                state, response, waits, appended, request.timeout_ms, failed
-            ),
-        )
-    return _await_replication(state, response, waits, appended, request.timeout_ms)
+    return await_acks(
+        state, waits, appended, request.timeout_ms, _failer(response), lambda: Reply(response)
+    )
+
+
+def _failer(response: ProduceResponse) -> Fail:
+    """:data:`~odradek.broker.acks.Fail` over the response's partition results (looked
+    up only when one fails: the acknowledged path builds nothing)."""
+    results: dict[tuple[str, int], PartitionProduceResponse] = {}
+
+    def fail(key: tuple[str, int], code: ErrorCode, message: str | None) -> None:
+        if not results:
+            results.update(
+                ((t.name, r.index), r) for t in response.responses for r in t.partition_responses
+            )
+        result = results.get(key)
+        if result is not None and result.error_code == ErrorCode.NONE:
+            result.error_code = code
+            result.error_message = message
+
+    return fail
 
 
 def _refuse(headers: list[BatchHeader], max_message_bytes: int) -> tuple[ErrorCode, str] | None:
@@ -297,66 +309,3 @@ def _refuse(headers: list[BatchHeader], max_message_bytes: int) -> tuple[ErrorCo
         # partition, so that its sequence check covers the whole request.
         return ErrorCode.INVALID_RECORD, "an idempotent produce must carry exactly one batch"
     return None
-
-
-def _after_flush(
-    state: BrokerState,
-    response: ProduceResponse,
-    waits: dict[tuple[str, int], int],
-    appended: dict[tuple[str, int], LocalPartition],
-    timeout_ms: int,
-    failed: frozenset[tuple[str, int]],
-) -> Outcome:
-    """A batch whose flush failed is never acknowledged, nor waited on further."""
-    for topic in response.responses:
-        for result in topic.partition_responses:
-            key = (topic.name, result.index)
-            if key in failed and result.error_code == ErrorCode.NONE:
-                result.error_code = ErrorCode.KAFKA_STORAGE_ERROR
-                result.error_message = "the log went offline before the batch was flushed"
-    durable = {key: offset for key, offset in waits.items() if key not in failed}
-    return _await_replication(state, response, durable, appended, timeout_ms)
-
-
-def _await_replication(
-    state: BrokerState,
-    response: ProduceResponse,
-    waits: dict[tuple[str, int], int],
-    appended: dict[tuple[str, int], LocalPartition],
-    timeout_ms: int,
-) -> Outcome:
-    """acks=all: wait until the in-sync replicas hold the batches (the leader's high
-    watermark passed them), or the leader says they cannot.
-
-    A partition this node no longer leads in the epoch it appended in (leadership moved
-    while the batch was being flushed) answers NOT_LEADER_OR_FOLLOWER: the new leader may
-    not have the batch, so it must not be acknowledged here; the producer retries there.
-    """
-    moved = {key for key in waits if state.partitions.get(key) is not appended.get(key)}
-    for topic in response.responses:
-        for result in topic.partition_responses:
-            key = (topic.name, result.index)
-            if key in moved and result.error_code == ErrorCode.NONE:
-                result.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-    replicated = {
-        key: offset
-        for key, offset in waits.items()
-        if key not in moved and appended[key].leader_state is not None
-    }
-    if not replicated:
-        return Reply(response)
-
-    def answer(errors: dict[tuple[str, int], int]) -> Outcome:
-        for topic in response.responses:
-            for result in topic.partition_responses:
-                error = errors.get((topic.name, result.index), ErrorCode.NONE)
-                if error != ErrorCode.NONE and result.error_code == ErrorCode.NONE:
-                    result.error_code = error
-                    result.error_message = (
-                        "the in-sync replicas fell below min.insync.replicas"
-                        if error == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                        else None
-                    )
-        return Reply(response)
-
-    return AwaitReplication(replicated, answer, timeout_ms)
