@@ -10,8 +10,11 @@ batches and nothing writes markers as a leader."""
 
 from __future__ import annotations
 
+import dataclasses
+import uuid
 from typing import Any
 
+from odradek.broker.cleaner_settings import cleaner_settings
 from odradek.broker.fetch import handle_fetch
 from odradek.broker.list_offsets import LATEST, READ_COMMITTED, handle_list_offsets
 from odradek.broker.partition import LocalPartition, load_producer_state
@@ -21,9 +24,11 @@ from odradek.protocol.messages.fetch_request import FetchPartition, FetchTopic
 from odradek.protocol.messages.list_offsets_request import ListOffsetsPartition, ListOffsetsTopic
 from odradek.protocol.record_batch import validate_batches
 from odradek.protocol.record_codec import Record, encode_batch
+from odradek.shell.log_cleaner import LogCleaner
 from odradek.storage.log import LogConfig, PartitionLog
 from odradek.storage.txn_index import ENTRY_SIZE, AbortedTxn
 from tests.broker.harness import Harness, header, new_harness
+from tests.storage.cleaner.helpers import POLICY, SMALL
 
 A, B, C = 1000, 2000, 3000
 
@@ -172,3 +177,39 @@ def test_the_cleaner_leaves_a_log_with_aborted_transactions_alone() -> None:
         last_batch_of_producers=(), map_capacity=100,
     )  # fmt: skip
     assert job is None
+
+
+def keyed(producer_id: int, offset: int, key: bytes, *, transactional: bool) -> bytes:
+    record = Record(offset_delta=0, timestamp=10, key=key, value=b"v%d" % offset)
+    return encode_batch(
+        [record], base_offset=offset, producer_id=producer_id, producer_epoch=0,
+        base_sequence=offset, is_transactional=transactional,
+    )  # fmt: skip
+
+
+def test_the_cleaner_stops_below_the_last_stable_offset() -> None:
+    """Kafka's first uncleanable offset: an undecided transaction's records, and all
+    after them, stay uncleaned until the transaction is decided."""
+    h = new_harness()
+    config = dataclasses.replace(SMALL, compact=True, cleaning=POLICY)
+    log = PartitionLog.create(h.disk, "data/keyed-0", config, 0)
+    partition = LocalPartition("keyed", 0, uuid.uuid4(), log, 0)
+    h.state.partitions[("keyed", 0)] = partition
+    for offset in range(30):
+        # Three keys written over and over by C; A's transaction opens at offset 10.
+        batch = (
+            keyed(A, offset, b"k0", transactional=True)
+            if offset == 10
+            else keyed(C, offset, b"k%d" % (offset % 3), transactional=False)
+        )
+        partition.append_replicated(bytearray(batch), 0)
+    log.flush(0)
+    assert partition.last_stable_offset == 10 and partition.high_watermark == 30
+    unused: Any = None  # the commit's collaborators: only the choice of a pass is asked
+    cleaner = LogCleaner(h.state, unused, h.disk, unused, lambda: cleaner_settings(h.server))
+    found = cleaner._next()
+    assert found is not None and found[2].first_uncleanable <= 10
+    partition.append_replicated(bytearray(marker(A, 30, committed=True)), 0)
+    log.flush(0)
+    found = cleaner._next()
+    assert found is not None and found[2].first_uncleanable > 10

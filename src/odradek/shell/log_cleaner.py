@@ -140,7 +140,9 @@ class LogCleaner:
                 job = partition_log.cleaning_job(
                     policy=partition_log.config.cleaning,
                     checkpoint=partition_log.cleaner_checkpoint,
-                    high_watermark=partition.high_watermark,
+                    # Below the last stable offset only (Kafka's first uncleanable
+                    # offset): an undecided transaction's records are not cleaned.
+                    high_watermark=partition.last_stable_offset,
                     now_ms=now,
                     last_batch_of_producers=partition.producers.last_offsets(),
                     map_capacity=self.map_capacity,
