@@ -11,6 +11,7 @@ answer once every partition is settled.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from odradek.broker.effects import AwaitFlush, AwaitReplication, Outcome
 from odradek.broker.partition import LocalPartition
@@ -33,71 +34,62 @@ def await_acks(
 ) -> Outcome:
     """Flush first where the node acknowledges only synced batches, then wait for the
     in-sync replicas."""
+    write = _Write(state, appended, timeout_ms, fail, reply)
     if state.settings.flush_before_ack:
-        return AwaitFlush(
-            waits,
-            lambda failed: _after_flush(state, waits, appended, timeout_ms, failed, fail, reply),
-        )
-    return _await_replication(state, waits, appended, timeout_ms, fail, reply)
+        return AwaitFlush(waits, lambda failed: write.after_flush(waits, failed))
+    return write.await_replication(waits)
 
 
-def _after_flush(
-    state: BrokerState,
-    waits: dict[Key, int],
-    appended: dict[Key, LocalPartition],
-    timeout_ms: int,
-    failed: frozenset[Key],
-    fail: Fail,
-    reply: Callable[[], Outcome],
-) -> Outcome:
-    """A batch whose flush failed is never acknowledged, nor waited on further."""
-    for key in failed:
-        if key in waits:
-            fail(
-                key,
-                ErrorCode.KAFKA_STORAGE_ERROR,
-                "the log went offline before the batch was flushed",
-            )
-    durable = {key: offset for key, offset in waits.items() if key not in failed}
-    return _await_replication(state, durable, appended, timeout_ms, fail, reply)
+@dataclass(frozen=True, slots=True)
+class _Write:
+    state: BrokerState
+    appended: dict[Key, LocalPartition]
+    timeout_ms: int
+    fail: Fail
+    reply: Callable[[], Outcome]
 
-
-def _await_replication(
-    state: BrokerState,
-    waits: dict[Key, int],
-    appended: dict[Key, LocalPartition],
-    timeout_ms: int,
-    fail: Fail,
-    reply: Callable[[], Outcome],
-) -> Outcome:
-    """Wait until the in-sync replicas hold the batches (the leader's high watermark
-    passed them), or the leader says they cannot.
-
-    A partition this node no longer leads in the epoch it appended in (leadership moved
-    while the batch was being flushed) answers NOT_LEADER_OR_FOLLOWER: the new leader may
-    not have the batch, so it must not be acknowledged here; the writer retries there.
-    """
-    moved = {key for key in waits if state.partitions.get(key) is not appended.get(key)}
-    for key in moved:
-        fail(key, ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
-    replicated = {
-        key: offset
-        for key, offset in waits.items()
-        if key not in moved and appended[key].leader_state is not None
-    }
-    if not replicated:
-        return reply()
-
-    def answer(errors: dict[Key, int]) -> Outcome:
-        for key, error in errors.items():
-            if error != ErrorCode.NONE:
-                fail(
+    def after_flush(self, waits: dict[Key, int], failed: frozenset[Key]) -> Outcome:
+        """A batch whose flush failed is never acknowledged, nor waited on further."""
+        for key in failed:
+            if key in waits:
+                self.fail(
                     key,
-                    ErrorCode(error),
-                    "the in-sync replicas fell below min.insync.replicas"
-                    if error == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                    else None,
+                    ErrorCode.KAFKA_STORAGE_ERROR,
+                    "the log went offline before the batch was flushed",
                 )
-        return reply()
+        return self.await_replication({k: o for k, o in waits.items() if k not in failed})
 
-    return AwaitReplication(replicated, answer, timeout_ms)
+    def await_replication(self, waits: dict[Key, int]) -> Outcome:
+        """Wait until the in-sync replicas hold the batches (the leader's high watermark
+        passed them), or the leader says they cannot.
+
+        A partition this node no longer leads in the epoch it appended in (leadership
+        moved while the batch was being flushed) answers NOT_LEADER_OR_FOLLOWER: the new
+        leader may not have the batch, so it must not be acknowledged here; the writer
+        retries there.
+        """
+        partitions = self.state.partitions
+        moved = {key for key in waits if partitions.get(key) is not self.appended.get(key)}
+        for key in moved:
+            self.fail(key, ErrorCode.NOT_LEADER_OR_FOLLOWER, None)
+        replicated = {
+            key: offset
+            for key, offset in waits.items()
+            if key not in moved and self.appended[key].leader_state is not None
+        }
+        if not replicated:
+            return self.reply()
+
+        def answer(errors: dict[Key, int]) -> Outcome:
+            for key, error in errors.items():
+                if error != ErrorCode.NONE:
+                    self.fail(
+                        key,
+                        ErrorCode(error),
+                        "the in-sync replicas fell below min.insync.replicas"
+                        if error == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                        else None,
+                    )
+            return self.reply()
+
+        return AwaitReplication(replicated, answer, self.timeout_ms)
