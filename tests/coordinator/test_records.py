@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import struct
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -25,33 +23,7 @@ from odradek.coordinator.records import (
     partition_for,
 )
 from odradek.core.errors import DecodeError, EncodeError
-
-
-def i16(n: int) -> bytes:
-    return struct.pack(">h", n)
-
-
-def i32(n: int) -> bytes:
-    return struct.pack(">i", n)
-
-
-def i64(n: int) -> bytes:
-    return struct.pack(">q", n)
-
-
-def s(text: str) -> bytes:
-    data = text.encode()
-    return i16(len(data)) + data
-
-
-def cs(text: str | None) -> bytes:
-    """A compact (flexible) string: unsigned varint length + 1, 0 for null (short here)."""
-    if text is None:
-        return b"\x00"
-    data = text.encode()
-    assert len(data) < 127
-    return bytes([len(data) + 1]) + data
-
+from tests.coordinator.record_bytes import cs, i16, i32, i64, s
 
 # -- partitioning: values computed with Java (String.hashCode, Kafka's Utils.abs) ----------
 
