@@ -69,12 +69,12 @@ def open_log(
     metadata = join(directory, PARTITION_METADATA)
     if fs.exists(metadata):
         topic_id = read_partition_metadata(fs, metadata)
+    # One listing serves the segments, the leftovers and the transaction indexes.
+    names = fs.listdir(directory)
     bases = sorted(
-        int(name[:-4])
-        for name in fs.listdir(directory)
-        if name.endswith(".log") and name[:-4].isdigit()
+        int(name[:-4]) for name in names if name.endswith(".log") and name[:-4].isdigit()
     )
-    for name in fs.listdir(directory):
+    for name in names:
         # Index files without their log, and checkpoint temporaries, are leftovers.
         if name.endswith(
             (".index", ".timeindex", TXN_INDEX_SUFFIX, ".tmp")
@@ -101,7 +101,7 @@ def open_log(
         fs, directory, config, segments, log_start_offset, LeaderEpochCache(), topic_id, cache
     )
     recover(result, recovery_point, now_ms, validate_all)
-    _load_txn_indexes(result, fs.listdir(directory))
+    _load_txn_indexes(result, names)
     if found_corrupt and result.offline is None:
         log.warning(
             "%s: every batch is valid again; the corruption found before is gone", directory
