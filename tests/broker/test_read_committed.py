@@ -169,16 +169,6 @@ def test_a_follower_truncated_below_a_marker_forgets_its_entry() -> None:
     assert partition.producers.ongoing_transactions() == [(0, A), (3, B)]
 
 
-def test_the_cleaner_leaves_a_log_with_aborted_transactions_alone() -> None:
-    _h, partition = with_an_abort_and_an_open_transaction()
-    assert partition.log.has_aborted_transactions
-    job = partition.log.cleaning_job(
-        policy=partition.log.config.cleaning, checkpoint=None, high_watermark=6, now_ms=10**12,
-        last_batch_of_producers=(), map_capacity=100,
-    )  # fmt: skip
-    assert job is None
-
-
 def keyed(producer_id: int, offset: int, key: bytes, *, transactional: bool) -> bytes:
     record = Record(offset_delta=0, timestamp=10, key=key, value=b"v%d" % offset)
     return encode_batch(

@@ -879,12 +879,7 @@ class PartitionLog:
         map_capacity: int,
     ) -> CleaningJob | None:
         """The next cleaning pass, or None when none is due. The pass itself runs on a
-        thread: :func:`odradek.storage.cleaner.cleaning.run_pass`.
-
-        A log with aborted transactions is not cleaned: the cleaner does not yet drop
-        aborted records and carry the transaction index, as Kafka's does (issue 18)."""
-        if self.has_aborted_transactions:
-            return None
+        thread: :func:`odradek.storage.cleaner.cleaning.run_pass`."""
         found = log_cleaning.find_cleanable(
             self, policy=policy, checkpoint=checkpoint, high_watermark=high_watermark,
             now_ms=now_ms,

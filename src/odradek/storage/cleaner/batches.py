@@ -9,7 +9,8 @@ cleaner first saw it, whatever the record's own timestamp says. A rewritten batc
 its base offset, last offset delta, leader epoch, producer id, epoch and base sequence,
 codec and timestamp type; a batch that loses every record is kept, empty, when it is
 its producer's last (so the producer's sequence and epoch survive), and dropped
-otherwise. Control batches stay as they are until transactions exist.
+otherwise. The records of an aborted transaction all go; control batches (the
+transactions' markers) stay as they are.
 
 A batch dropped leaves its offsets to a *filler*: a batch with no records, no producer
 and no timestamp whose offset range is the gap (:func:`filler_batch`). Kafka leaves the
@@ -69,15 +70,21 @@ def clean_batch(
     delete_retention_ms: int,
     *,
     last_of_producer: bool,
+    aborted: bool = False,
 ) -> CleanedBatch:
     """Clean the one whole batch ``batch`` (its ``header`` read at position 0, its CRC
     checked).
 
     ``last_of_producer``: the batch is its producer's last in the log, kept even when
-    empty.
+    empty. ``aborted``: the batch belongs to an aborted transaction, and every record
+    goes, as Kafka's cleaner discards them.
     """
     if header.is_control:
         return CleanedBatch(batch, header.records_count, 0)
+    if aborted:
+        if last_of_producer and header.producer_id >= 0:
+            return CleanedBatch(_empty_like(header), 0, header.records_count)
+        return CleanedBatch(None, 0, header.records_count)
     section = records_section(batch, header)
     records = raw_records(section, header.records_count)
     horizon = header.base_timestamp if header.has_delete_horizon_ms else None

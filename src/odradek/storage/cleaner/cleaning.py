@@ -17,6 +17,7 @@ to ``log.cleaner.io.max.bytes.per.second`` (it may sleep: it runs on the cleaner
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -28,6 +29,7 @@ from odradek.storage.cleaner.records import raw_records, records_section
 from odradek.storage.fs import FileHandle, FileSystem, join
 from odradek.storage.index import OffsetIndex, TimeIndex
 from odradek.storage.segment import segment_name
+from odradek.storage.txn_index import TXN_INDEX_SUFFIX, AbortedTxn, encode_entries
 from odradek.storage.validation import ValidBatches
 
 CLEANED_SUFFIX = ".cleaned"
@@ -43,6 +45,9 @@ class SourceSegment:
     next_offset: int
     size: int
     generation: int
+    aborted: tuple[AbortedTxn, ...] = ()
+    """Its transaction index: the cleaned segment carries every entry on (the markers
+    stay), so read_committed readers of what is left still learn of each abort."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +64,9 @@ class CleaningJob:
     delete_retention_ms: int
     index_interval_bytes: int
     map_capacity: int
+    aborted: tuple[AbortedTxn, ...] = ()
+    """Every aborted transaction with records below ``first_uncleanable`` (its marker
+    may lie above it): their records are dropped and never enter the offset map."""
     dirty_ratio: float = 0.0
     """The dirty part's share of the log's cleanable bytes (the dirtiest is cleaned first)."""
     why: str = ""
@@ -91,6 +99,30 @@ class CleaningResult:
     stats: CleaningStats = field(default_factory=CleaningStats)
 
 
+class AbortedRanges:
+    """Which batches belong to an aborted transaction: a transactional data batch of a
+    producer at an offset from one of its aborted transactions' first offset to its
+    marker."""
+
+    def __init__(self, aborted: Sequence[AbortedTxn]) -> None:
+        self._by_producer: dict[int, list[tuple[int, int]]] = {}
+        for txn in aborted:
+            self._by_producer.setdefault(txn.producer_id, []).append(
+                (txn.first_offset, txn.last_offset)
+            )
+        for ranges in self._by_producer.values():
+            ranges.sort()
+
+    def holds(self, header: BatchHeader) -> bool:
+        if not header.is_transactional or header.is_control:
+            return False
+        ranges = self._by_producer.get(header.producer_id)
+        if not ranges:
+            return False
+        k = bisect.bisect_right(ranges, (header.base_offset, 2**63)) - 1
+        return k >= 0 and ranges[k][0] <= header.base_offset <= ranges[k][1]
+
+
 def cleaned_path(directory: str, base_offset: int, suffix: str) -> str:
     return join(directory, segment_name(base_offset, suffix) + CLEANED_SUFFIX)
 
@@ -118,6 +150,7 @@ def build_offset_map(
     """Map every key of the dirty part to its last offset; return the map's end (the
     first offset not mapped: the dirty part's end, or a batch boundary where the map
     filled)."""
+    aborted = AbortedRanges(job.aborted)
     dirty = [
         s
         for group in job.groups
@@ -129,6 +162,10 @@ def build_offset_map(
         try:
             for header, data in _batches(handle, source, path, pace):
                 if header.next_offset <= job.first_dirty or header.is_control:
+                    continue
+                if aborted.holds(header):
+                    # An aborted value supersedes nothing: the committed one before it
+                    # stays the key's last (Kafka's buildOffsetMap skips them too).
                     continue
                 if not offsets.has_room_for(header.records_count) and len(offsets):
                     return header.base_offset
@@ -151,14 +188,24 @@ def _records(data: Buffer, path: str, header: BatchHeader) -> list[tuple[bytes |
 class _Writer:
     """The three ``.cleaned`` files of one cleaned segment, indexed as appended."""
 
-    def __init__(self, fs: FileSystem, directory: str, base: int, interval: int) -> None:
+    def __init__(
+        self,
+        fs: FileSystem,
+        directory: str,
+        base: int,
+        interval: int,
+        aborted: Sequence[AbortedTxn] = (),
+    ) -> None:
         self.base = base
         self.interval = interval
+        suffixes = SEGMENT_FILES + ((TXN_INDEX_SUFFIX,) if aborted else ())
         self.handles = [
-            fs.open(cleaned_path(directory, base, suffix), create=True) for suffix in SEGMENT_FILES
+            fs.open(cleaned_path(directory, base, suffix), create=True) for suffix in suffixes
         ]
         for h in self.handles:
             h.truncate(0)
+        if aborted:
+            self.handles[3].append(encode_entries(aborted))
         self.index = OffsetIndex(self.handles[1], base)
         self.time_index = TimeIndex(self.handles[2], base)
         self.size = 0
@@ -210,7 +257,11 @@ def clean_group(
     pace: Callable[[int], None],
 ) -> CleanedSegment:
     """Write the cleaned segment of ``group`` as ``.cleaned`` files, synced."""
-    writer = _Writer(fs, job.directory, group[0].base_offset, job.index_interval_bytes)
+    writer = _Writer(
+        fs, job.directory, group[0].base_offset, job.index_interval_bytes,
+        [t for source in group for t in source.aborted],
+    )  # fmt: skip
+    aborted = AbortedRanges(job.aborted)
     gap: tuple[int, int] | None = None  # (first offset, leader epoch) of a dropped run
 
     def close_gap(end: int) -> None:
@@ -232,6 +283,7 @@ def clean_group(
                             job.now_ms,
                             job.delete_retention_ms,
                             last_of_producer=header.last_offset in job.last_batch_of_producers,
+                            aborted=aborted.holds(header),
                         )
                     except (DecodeError, InvalidRecordBatchError) as e:
                         raise CorruptLogError(path, header.position, str(e)) from e
@@ -290,7 +342,7 @@ def run_pass(
 
 def remove_cleaned(fs: FileSystem, directory: str, bases: Sequence[int]) -> None:
     for base in bases:
-        for suffix in SEGMENT_FILES:
+        for suffix in (*SEGMENT_FILES, TXN_INDEX_SUFFIX):
             path = cleaned_path(directory, base, suffix)
             if fs.exists(path):
                 fs.remove(path)

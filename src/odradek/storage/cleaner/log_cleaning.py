@@ -16,6 +16,7 @@ import logging
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
+from odradek.core.invariant import invariant
 from odradek.storage.cleaner import swap
 from odradek.storage.cleaner.cleaning import (
     CleaningJob,
@@ -32,6 +33,7 @@ from odradek.storage.cleaner.plan import (
     group_segments,
 )
 from odradek.storage.segment import LogSegment
+from odradek.storage.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from odradek.storage.log import PartitionLog
@@ -99,7 +101,11 @@ def job_for(
         groups=tuple(
             tuple(
                 SourceSegment(
-                    g.base_offset, g.next_offset, g.size, by_base[g.base_offset].generation
+                    g.base_offset,
+                    g.next_offset,
+                    g.size,
+                    by_base[g.base_offset].generation,
+                    _entries(by_base[g.base_offset]),
                 )
                 for g in group
             )
@@ -112,9 +118,19 @@ def job_for(
         delete_retention_ms=policy.delete_retention_ms,
         index_interval_bytes=partition_log.config.index_interval_bytes,
         map_capacity=map_capacity,
+        aborted=tuple(
+            partition_log.aborted_transactions(
+                partition_log.log_start_offset, found.first_uncleanable
+            )
+        ),
         dirty_ratio=found.dirty_ratio,
         why=found.why,
     )
+
+
+def _entries(segment: LogSegment) -> tuple[AbortedTxn, ...]:
+    index = segment.txn_index
+    return () if index is None else tuple(index.entries)
 
 
 def map_capacity(buffer_bytes: int, threads: int) -> int:
@@ -164,6 +180,9 @@ def commit(partition_log: PartitionLog, result: CleaningResult, now_ms: int) -> 
         )
         new.next_offset = cleaned.next_offset
         new.index_interval_bytes = partition_log.config.index_interval_bytes
+        if any(source.aborted for source in cleaned.sources):
+            problem = new.load_txn_index()
+            invariant(problem is None, f"{directory}: the cleaned transaction index: {problem}")
         partition_log.segments[first:last] = [new]
         partition_log._bases[first:last] = [new.base_offset]
     return True

@@ -1,8 +1,9 @@
 """Swapping cleaned segments in, crash-safe, and finishing a swap at start-up.
 
 Kafka's protocol on this engine's terms. A cleaned segment is written as
-``<base>.log.cleaned`` with its ``.index.cleaned`` and ``.timeindex.cleaned``, all
-synced (:mod:`.cleaning`); its base is the base of the first segment it replaces. Then:
+``<base>.log.cleaned`` with its ``.index.cleaned`` and ``.timeindex.cleaned`` (and
+``.txnindex.cleaned`` where its sources had aborted transactions), all synced
+(:mod:`.cleaning`); its base is the base of the first segment it replaces. Then:
 
 1. each ``.cleaned`` file is renamed to ``.swap``, the ``.log`` last, and the directory
    synced. ``<base>.log.swap`` existing and durable is the commit point: from here a
@@ -36,8 +37,17 @@ from odradek.storage.cleaner.cleaning import (
 )
 from odradek.storage.fs import FileSystem, join
 from odradek.storage.segment import segment_name
+from odradek.storage.txn_index import TXN_INDEX_SUFFIX
 
 log = logging.getLogger("odradek.storage")
+
+
+_RENAMED = (".index", ".timeindex", TXN_INDEX_SUFFIX, ".log")
+"""The files of a cleaned segment in the order they are renamed: the ``.log`` last, as
+its rename is the commit point. The transaction index exists only where a source
+segment had one."""
+_OLD_FILES = (*SEGMENT_FILES, TXN_INDEX_SUFFIX)
+"""The files of a replaced segment."""
 
 
 def _swap_path(directory: str, base: int, suffix: str) -> str:
@@ -46,11 +56,11 @@ def _swap_path(directory: str, base: int, suffix: str) -> str:
 
 def mark_swap(fs: FileSystem, directory: str, cleaned: CleanedSegment) -> None:
     """Step 1: the commit point (the ``.log.swap`` rename, then a directory sync)."""
-    for suffix in (".index", ".timeindex", ".log"):
-        fs.rename(
-            cleaned_path(directory, cleaned.base_offset, suffix),
-            _swap_path(directory, cleaned.base_offset, suffix),
-        )
+    for suffix in _RENAMED:
+        source = cleaned_path(directory, cleaned.base_offset, suffix)
+        if suffix == TXN_INDEX_SUFFIX and not fs.exists(source):
+            continue  # made only where a source segment had aborted transactions
+        fs.rename(source, _swap_path(directory, cleaned.base_offset, suffix))
     fs.fsync_dir(directory)
 
 
@@ -59,14 +69,17 @@ def replace_sources(fs: FileSystem, directory: str, cleaned: CleanedSegment) -> 
     caller has let go of the old segments first."""
     base = cleaned.base_offset
     for source in cleaned.sources:
-        for suffix in SEGMENT_FILES:
+        for suffix in _OLD_FILES:
             path = join(directory, segment_name(source.base_offset, suffix))
             if source.base_offset == base and suffix == ".log":
                 continue  # replaced by the rename below, never missing in between
             if fs.exists(path):
                 fs.remove(path)
-    for suffix in (".index", ".timeindex", ".log"):
-        fs.rename(_swap_path(directory, base, suffix), join(directory, segment_name(base, suffix)))
+    for suffix in _RENAMED:
+        swapped = _swap_path(directory, base, suffix)
+        if suffix == TXN_INDEX_SUFFIX and not fs.exists(swapped):
+            continue
+        fs.rename(swapped, join(directory, segment_name(base, suffix)))
     fs.fsync_dir(directory)
 
 
@@ -114,11 +127,11 @@ def finish_interrupted_swaps(fs: FileSystem, directory: str) -> list[str]:
             if n.endswith(".log") and n[:-4].isdigit() and base <= int(n[:-4]) < end
         )
         for old in replaced:
-            for suffix in SEGMENT_FILES:
+            for suffix in _OLD_FILES:
                 path = join(directory, segment_name(old, suffix))
                 if (old != base or suffix != ".log") and fs.exists(path):
                     fs.remove(path)
-        for suffix in (".index", ".timeindex", ".log"):
+        for suffix in _RENAMED:
             swap = _swap_path(directory, base, suffix)
             if fs.exists(swap):
                 fs.rename(swap, join(directory, segment_name(base, suffix)))
