@@ -89,7 +89,7 @@ def test_a_commit_marker_closes_the_transaction_on_every_partition_named() -> No
         stored = partition.log.read(1, 1 << 20)
         assert stored is not None
         assert read_end_txn_marker(stored.read()) == EndTxnMarker(True, 5)
-        assert not partition.log.has_aborted_transactions
+        assert partition.log.aborted_transactions(0, 2) == []
 
 
 def test_an_abort_marker_goes_into_the_transaction_index() -> None:

@@ -57,16 +57,14 @@ def test_a_transaction_holds_the_last_stable_offset_until_its_marker_is_replicat
     assert log.state.ongoing_transactions() == [(first, A)]
     assert log.state.first_unstable_offset == first
     # The high watermark passing the data is not enough: the transaction is open.
-    log.state.on_high_watermark(log.end)
     assert log.state.last_stable_offset(log.end) == first
     done = log.marker(A, committed=True)
     assert done == CompletedTxn(A, first, 5, is_aborted=False, last_stable_offset=6)
     assert log.state.ongoing_transactions() == []
     # Closed, but its marker is not below the high watermark yet.
     assert log.state.last_stable_offset(5) == first
-    log.state.on_high_watermark(6)
-    assert log.state.first_unstable_offset is None
     assert log.state.last_stable_offset(6) == 6
+    assert log.state.first_unstable_offset is None
     # The last stable offset never passes the high watermark.
     assert log.state.last_stable_offset(3) == 3
 
@@ -80,11 +78,9 @@ def test_interleaved_transactions_and_the_index_entry_of_an_abort() -> None:
     # B's transaction, opened before A's marker, is still undecided: a read_committed
     # reader past A's abort still needs this entry until it passes B's first offset.
     assert aborted == CompletedTxn(A, a_first, 4, is_aborted=True, last_stable_offset=b_first)
-    log.state.on_high_watermark(log.end)
     assert log.state.last_stable_offset(log.end) == b_first
     committed = log.marker(B, committed=True)
     assert committed.last_stable_offset == committed.last_offset + 1
-    log.state.on_high_watermark(log.end)
     assert log.state.last_stable_offset(log.end) == log.end
 
 

@@ -71,7 +71,7 @@ def handle_list_offsets(
                 continue
             log = partition.log
             # Kafka's last fetchable offset: read_committed readers stop at the LSO.
-            high_watermark = (
+            fetchable = (
                 partition.last_stable_offset
                 if request.isolation_level == READ_COMMITTED
                 else partition.high_watermark
@@ -80,14 +80,14 @@ def handle_list_offsets(
                 result.leader_epoch = partition.leader_epoch
             try:
                 if wanted.timestamp == LATEST:
-                    result.offset = high_watermark
+                    result.offset = fetchable
                 elif wanted.timestamp == EARLIEST:
                     result.offset = log.log_start_offset
                 elif wanted.timestamp == MAX_TIMESTAMP:
-                    result.offset, result.timestamp = _max_timestamp(partition.log, high_watermark)
+                    result.offset, result.timestamp = _max_timestamp(partition.log, fetchable)
                 else:
                     result.offset, result.timestamp = _at_timestamp(
-                        partition.log, wanted.timestamp, high_watermark
+                        partition.log, wanted.timestamp, fetchable
                     )
             except LogOfflineError:
                 result.error_code = ErrorCode.KAFKA_STORAGE_ERROR

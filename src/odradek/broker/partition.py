@@ -35,7 +35,6 @@ from odradek.replication.follower import PartitionFollower
 from odradek.replication.leader import PartitionLeader, PartitionRegistration
 from odradek.replication.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-    CompletedTxn,
     ProducerStateManager,
 )
 from odradek.storage.log import PartitionLog
@@ -144,8 +143,7 @@ class LocalPartition:
         index first, then the batches to the log, then the producer state follows, as
         Kafka's followers' does."""
         batches = with_markers(records)
-        aborted = [to_aborted(t) for t in self.producers.preview(batches) if t.is_aborted]
-        self.log.append_as_follower(memoryview(records), now_ms, aborted)
+        self.log.append_as_follower(memoryview(records), now_ms, aborts_in(self.producers, batches))
         self.on_replicated(batches)
 
     def on_replicated(self, batches: list[tuple[BatchHeader, EndTxnMarker | None]]) -> None:
@@ -201,8 +199,18 @@ def replay(
     )  # fmt: skip
 
 
-def to_aborted(txn: CompletedTxn) -> AbortedTxn:
-    return AbortedTxn(txn.producer_id, txn.first_offset, txn.last_offset, txn.last_stable_offset)
+def aborts_in(
+    producers: ProducerStateManager, batches: list[tuple[BatchHeader, EndTxnMarker | None]]
+) -> list[AbortedTxn]:
+    """The transaction index entries of the aborts among ``batches`` (:func:`with_markers`),
+    about to be appended: what the log writes before them."""
+    if all(marker is None for _header, marker in batches):
+        return []  # the common case on every replicated append: no marker at all
+    return [
+        AbortedTxn(t.producer_id, t.first_offset, t.last_offset, t.last_stable_offset)
+        for t in producers.preview(batches)
+        if t.is_aborted
+    ]
 
 
 def expire_producers(

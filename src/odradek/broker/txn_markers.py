@@ -24,7 +24,7 @@ from __future__ import annotations
 from odradek.broker.acks import await_acks
 from odradek.broker.authorization import allowed
 from odradek.broker.effects import Outcome, Reply
-from odradek.broker.partition import LocalPartition, to_aborted
+from odradek.broker.partition import LocalPartition, aborts_in
 from odradek.broker.state import BrokerState
 from odradek.core.errors import LogOfflineError
 from odradek.protocol.api import RequestHeader
@@ -51,10 +51,9 @@ def handle_write_txn_markers(
 ) -> Outcome:
     permitted = allowed(state, header, AclOperation.CLUSTER_ACTION)
     response = WriteTxnMarkersResponse()
-    results: dict[tuple[int, Key], WritableTxnMarkerPartitionResult] = {}
     waits: dict[Key, int] = {}
     appended: dict[Key, LocalPartition] = {}
-    waiting_for: dict[Key, list[tuple[int, Key]]] = {}
+    waiting: dict[Key, list[WritableTxnMarkerPartitionResult]] = {}
     for marker in request.markers:
         out = WritableTxnMarkerResult(producer_id=marker.producer_id)
         response.markers.append(out)
@@ -65,7 +64,6 @@ def handle_write_txn_markers(
                 result = WritableTxnMarkerPartitionResult(partition_index=index)
                 topic_out.partitions.append(result)
                 key = (topic.name, index)
-                results[(marker.producer_id, key)] = result
                 if not permitted:
                     result.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
                     continue
@@ -75,13 +73,12 @@ def handle_write_txn_markers(
                     # Two markers for one partition in a request wait for the later one.
                     waits[key] = max(waits.get(key, 0), end)
                     appended[key] = state.partitions[key]
-                    waiting_for.setdefault(key, []).append((marker.producer_id, key))
+                    waiting.setdefault(key, []).append(result)
     if not waits:
         return Reply(response)
 
     def fail(key: Key, code: ErrorCode, _message: str | None) -> None:
-        for found in waiting_for.get(key, []):
-            result = results[found]
+        for result in waiting.get(key, []):
             if result.error_code == ErrorCode.NONE:
                 result.error_code = code
 
@@ -116,14 +113,10 @@ def _append_marker(state: BrokerState, marker: WritableTxnMarker, key: Key) -> t
             timestamp=state.now_ms,
         )
     )  # fmt: skip
-    header = validate_batch(batch)
-    closing = producers.preview([(header, end_marker)])
+    aborted = aborts_in(producers, [(validate_batch(batch), end_marker)])
     try:
         info = log.append_as_leader(
-            memoryview(batch),
-            partition.leader_epoch,
-            state.now_ms,
-            [to_aborted(t) for t in closing if t.is_aborted],
+            memoryview(batch), partition.leader_epoch, state.now_ms, aborted
         )
     except LogOfflineError:
         return ErrorCode.KAFKA_STORAGE_ERROR, -1

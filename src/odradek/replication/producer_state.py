@@ -234,6 +234,20 @@ class CompletedTxn(NamedTuple):
     needs this entry no more."""
 
 
+def _close(
+    ongoing: dict[int, int], producer_id: int, first: int | None, offset: int, committed: bool
+) -> CompletedTxn:
+    """Close ``producer_id``'s transaction, open at ``first`` in ``ongoing`` (None: none
+    open), with its marker at ``offset``. A producer has one transaction open at most, so
+    what stays in ``ongoing`` is other producers': the earliest of them is the index
+    entry's last stable offset."""
+    if first is None:
+        first = offset
+    else:
+        del ongoing[first]
+    return CompletedTxn(producer_id, first, offset, not committed, min(ongoing, default=offset + 1))
+
+
 class ProducerStateEntry:
     """The state of one producer id on this partition (Kafka's ``ProducerStateEntry``).
 
@@ -336,17 +350,12 @@ class ProducerStateManager:
         ``high_watermark`` stop counting here (a replica's high watermark only grows,
         but for a truncation, which :meth:`truncate_to` handles), so no caller has to
         report every move of it."""
-        self.on_high_watermark(high_watermark)
+        if self._unreplicated:
+            for opened, txn in list(self._unreplicated.items()):
+                if txn.last_offset < high_watermark:
+                    del self._unreplicated[opened]
         first = self.first_unstable_offset
         return high_watermark if first is None else min(first, high_watermark)
-
-    def on_high_watermark(self, high_watermark: int) -> None:
-        """The high watermark moved: closed transactions whose marker is now below it
-        no longer hold the last stable offset back."""
-        if self._unreplicated:
-            for first, txn in list(self._unreplicated.items()):
-                if txn.last_offset < high_watermark:
-                    del self._unreplicated[first]
 
     def check_marker(
         self, producer_id: int, producer_epoch: int, coordinator_epoch: int
@@ -387,14 +396,9 @@ class ProducerStateManager:
                 continue
             if marker is not None:
                 first = open_at.pop(producer_id, None)
-                if first is None:
-                    first = header.base_offset
-                else:
-                    del ongoing[first]
-                others = [f for f, p in ongoing.items() if p != producer_id]
-                end = header.base_offset
-                lso = min(others) if others else end + 1
-                out.append(CompletedTxn(producer_id, first, end, not marker.committed, lso))
+                out.append(
+                    _close(ongoing, producer_id, first, header.base_offset, marker.committed)
+                )
             elif header.is_transactional and not header.is_control and producer_id not in open_at:
                 open_at[producer_id] = header.base_offset
                 ongoing[header.base_offset] = producer_id
@@ -422,16 +426,9 @@ class ProducerStateManager:
         entry.coordinator_epoch = coordinator_epoch
         entry.last_timestamp = timestamp
         first = entry.current_txn_first_offset
-        if first < 0:
-            first = offset
-        else:
-            del self._ongoing[first]
         entry.current_txn_first_offset = -1
-        others = [f for f, p in self._ongoing.items() if p != producer_id]
-        txn = CompletedTxn(
-            producer_id, first, offset, not committed, min(others) if others else offset + 1
-        )
-        self._unreplicated[first] = txn
+        txn = _close(self._ongoing, producer_id, first if first >= 0 else None, offset, committed)
+        self._unreplicated[txn.first_offset] = txn
         return txn
 
     # The produce path --------------------------------------------------------------

@@ -121,11 +121,6 @@ class LogCleaner:
                 task.cancel()
             await asyncio.gather(*tasks.values(), return_exceptions=True)
 
-    @property
-    def children(self) -> list[CleanerProcess]:
-        """The workers' processes (tests)."""
-        return list(self._children.values()) if self._processes else []
-
     def _next(self) -> tuple[TopicPartition, LocalPartition, CleaningJob] | None:
         """The dirtiest due compacted log no other worker is cleaning."""
         best: tuple[TopicPartition, LocalPartition, CleaningJob] | None = None
@@ -157,21 +152,21 @@ class LogCleaner:
         """One worker: passes one after another until ``log.cleaner.threads`` drops
         below its number, then its thread (and process) end."""
         thread = self._workers[index] = WorkerThread(f"log-cleaner-{index}")
-        child = self._children[index] = CleanerProcess(
-            f"odradek-log-cleaner-{index}", self.rate_share
-        )
         try:
             if self._processes:
+                child = CleanerProcess(f"odradek-log-cleaner-{index}", self.rate_share)
+                self._children[index] = child
                 # Started on the worker's thread, whose end (or the node's) ends it.
                 await thread.run(child.start)
             while index < self.settings.threads:
                 found = self._next()
                 if found is None:
                     # A reconfiguration wakes the worker (a shorter backoff, fewer threads).
+                    # asyncio.timeout, not wait_for: Python 3.11's wait_for can swallow a
+                    # cancellation that races with the wake-up (see the group service).
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(
-                            self._changed.wait(), self.settings.backoff_ms / 1000
-                        )
+                        async with asyncio.timeout(self.settings.backoff_ms / 1000):
+                            await self._changed.wait()
                     continue
                 key, partition, job = found
                 self._busy.add(key)
@@ -181,7 +176,8 @@ class LogCleaner:
                     self._busy.discard(key)
                 await asyncio.sleep(0)  # let the loop serve between passes
         finally:
-            self._children.pop(index).stop()
+            if (child_left := self._children.pop(index, None)) is not None:
+                child_left.stop()
             del self._workers[index]
             thread.stop()
 
@@ -190,11 +186,11 @@ class LogCleaner:
     ) -> None:
         name = f"{key[0]}-{key[1]}"
         started = time.monotonic()
-        child, share = self._children[index], self.rate_share
+        child, share = self._children.get(index), self.rate_share
         work = (
-            (lambda: child.run(job, share))
-            if self._processes
-            else (lambda: run_pass(self._fs, job, self._throttle))
+            (lambda: run_pass(self._fs, job, self._throttle))
+            if child is None
+            else (lambda: child.run(job, share))
         )
         try:
             result = await self._workers[index].run(work)

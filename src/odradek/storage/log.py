@@ -79,7 +79,7 @@ from odradek.storage.producer_snapshot import (
 from odradek.storage.recovery import CORRUPT_MARKER
 from odradek.storage.scrub import ScrubResult, ScrubTask
 from odradek.storage.segment import FileRange, LogSegment, SegmentCache
-from odradek.storage.txn_index import AbortedTxn
+from odradek.storage.txn_index import AbortedTxn, collect
 
 log = logging.getLogger("odradek.storage")
 
@@ -920,15 +920,11 @@ class PartitionLog:
             index = segment.txn_index
             if index is None:
                 continue
-            more, complete = index.collect(fetch_offset, upper_bound)
+            more, complete = collect(index.entries, fetch_offset, upper_bound)
             found += more
             if complete:
                 break
         return found
-
-    @property
-    def has_aborted_transactions(self) -> bool:
-        return any(s.txn_index is not None and s.txn_index.entries for s in self.segments)
 
     # --- Reading batch headers --------------------------------------------------------
 

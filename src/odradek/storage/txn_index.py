@@ -107,6 +107,3 @@ class TxnIndex:
         self.handle.truncate(0)
         self.handle.append(encode_entries(txns))
         self.entries, self.problem, self.torn = list(txns), None, False
-
-    def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
-        return collect(self.entries, fetch_offset, upper_bound)
